@@ -1,0 +1,13 @@
+// The command table: one thin file per command, each adding its subcommand
+// to the app. `exit_code` receives the command's outcome.
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace daskcaps::cli {
+
+void add_inspect(CLI::App& app, int& exit_code);
+
+}  // namespace daskcaps::cli

@@ -1,0 +1,75 @@
+#include "cli/common.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+
+namespace daskcaps::cli {
+
+int exit_code_for(Errc code) {
+  switch (code) {
+    case Errc::network:
+    case Errc::refused:
+    case Errc::timeout:
+    case Errc::tls:
+    case Errc::protocol:
+      return kExitNetwork;
+    case Errc::usage:
+      return kExitUsage;
+    default:
+      return kExitBadInput;
+  }
+}
+
+void print_error_line(std::string_view text) {
+  std::fflush(stdout);
+  std::cerr << "dask-caps: " << text << '\n';
+}
+
+int report_error(std::string_view subject, const Error& error) {
+  std::string line;
+  if (!subject.empty()) {
+    line += subject;
+    line += ": ";
+  }
+  line += error.message();
+  print_error_line(line);
+  return exit_code_for(error.code);
+}
+
+Json json_document(std::string_view schema) {
+  Json doc = Json::object();
+  doc["schema"] = schema;
+  return doc;
+}
+
+void print_json(const Json& doc) {
+  std::cout << doc.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
+}
+
+void add_limit_flags(CLI::App& cmd, Limits& limits) {
+  cmd.add_option("--max-message-bytes", limits.max_message_bytes,
+                 "largest Dask message accepted, prelude and frames")
+      ->capture_default_str()->group("Limits");
+  cmd.add_option("--max-frames", limits.max_frames, "most frames in one message")
+      ->capture_default_str()->group("Limits");
+  cmd.add_option("--max-decompressed-bytes", limits.max_decompressed_bytes,
+                 "largest output of decompressing one frame")
+      ->capture_default_str()->group("Limits");
+  cmd.add_option("--max-msgpack-depth", limits.max_msgpack_depth, "deepest msgpack nesting")
+      ->capture_default_str()->group("Limits");
+  cmd.add_option("--max-msgpack-container", limits.max_msgpack_container,
+                 "most elements in one msgpack array or map")
+      ->capture_default_str()->group("Limits");
+  cmd.add_option("--max-pickle-depth", limits.max_pickle_depth, "deepest pickle nesting")
+      ->capture_default_str()->group("Limits");
+  cmd.add_option("--max-pickle-memo", limits.max_pickle_memo, "most pickle memo entries")
+      ->capture_default_str()->group("Limits");
+  cmd.add_option("--max-pickle-stack", limits.max_pickle_stack, "deepest pickle machine stack")
+      ->capture_default_str()->group("Limits");
+  cmd.add_option("--max-pickle-output-bytes", limits.max_pickle_output_bytes,
+                 "largest pickle written")
+      ->capture_default_str()->group("Limits");
+}
+
+}  // namespace daskcaps::cli

@@ -1,0 +1,49 @@
+// Shared pieces of the thin command layer: exit codes, the one-line error
+// format, JSON output with the schema key first, atomic output files.
+// Only cli/ prints or decides exit codes (style §1.2, §3.5).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "core/error.h"
+#include "core/limits.h"
+
+namespace CLI {
+class App;
+}
+
+namespace daskcaps::cli {
+
+using Json = nlohmann::ordered_json;
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFindings = 1,
+  kExitUsage = 2,
+  kExitBadInput = 3,
+  kExitNetwork = 4,
+};
+
+/// The exit code DESIGN.md assigns to an error kind: network kinds 4, usage 2,
+/// everything about input data 3.
+int exit_code_for(Errc code);
+
+/// Prints "dask-caps: <subject>: <error message>" to stderr and returns the
+/// exit code for the error. `subject` may be empty.
+int report_error(std::string_view subject, const Error& error);
+
+/// Prints "dask-caps: <text>" to stderr.
+void print_error_line(std::string_view text);
+
+/// Starts a JSON document whose first key is "schema".
+Json json_document(std::string_view schema);
+
+/// Prints a JSON document and a newline to stdout.
+void print_json(const Json& doc);
+
+/// Binds the input limits of core/limits.h as flags on a command.
+void add_limit_flags(CLI::App& cmd, Limits& limits);
+
+}  // namespace daskcaps::cli

@@ -1,0 +1,29 @@
+// dask-caps: wires the commands together, parses, dispatches, and maps the
+// outcome to the exit codes of DESIGN.md. No protocol logic lives here.
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+
+int main(int argc, char** argv) {
+  using namespace daskcaps::cli;
+  CLI::App app{
+      "dask-caps: probe, check and repair what Dask processes negotiate when they connect"};
+  app.name("dask-caps");
+  app.set_version_flag("--version", std::string("dask-caps ") + DASKCAPS_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough();
+
+  int exit_code = kExitOk;
+  using Adder = void (*)(CLI::App&, int&);
+  static constexpr Adder kCommands[] = {add_inspect};
+  for (Adder add : kCommands) add(app, exit_code);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);  // prints help, version or the usage error
+    return rc == 0 ? kExitOk : kExitUsage;
+  }
+  return exit_code;
+}

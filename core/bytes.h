@@ -1,0 +1,67 @@
+// Byte views and owned byte buffers shared by the whole library.
+//
+// ByteSpan is a non-owning view. Bytes is an immutable, reference-counted
+// slice: many frames of one message can point into the single buffer the
+// message body was read into, and a frame can outlive the reader that made it
+// without a copy. Buffer is the owned, growable type that writers produce.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace daskcaps {
+
+using ByteSpan = std::span<const std::uint8_t>;
+using Buffer = std::vector<std::uint8_t>;
+
+inline ByteSpan as_bytes(std::string_view s) {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+inline std::string_view as_chars(ByteSpan b) {
+  return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
+
+class Bytes {
+ public:
+  Bytes() = default;
+  /// Takes ownership of a whole buffer.
+  explicit Bytes(Buffer buffer)
+      : owner_(std::make_shared<const Buffer>(std::move(buffer))),
+        data_(owner_->data()),
+        size_(owner_->size()) {}
+  /// Copies a view into a new owned buffer.
+  static Bytes copy_of(ByteSpan view) { return Bytes(Buffer(view.begin(), view.end())); }
+  /// A slice of a shared buffer; `view` must lie inside `*owner`.
+  Bytes(std::shared_ptr<const Buffer> owner, ByteSpan view)
+      : owner_(std::move(owner)), data_(view.data()), size_(view.size()) {}
+
+  const std::uint8_t* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  ByteSpan span() const { return {data_, size_}; }
+  operator ByteSpan() const { return span(); }
+  /// Sub-slice sharing the same owner; the range must be inside this slice.
+  Bytes slice(std::size_t offset, std::size_t count) const {
+    return Bytes(owner_, ByteSpan(data_ + offset, count));
+  }
+  bool operator==(const Bytes& other) const {
+    return size_ == other.size_ &&
+           (size_ == 0 || std::equal(data_, data_ + size_, other.data_));
+  }
+
+ private:
+  std::shared_ptr<const Buffer> owner_;
+  const std::uint8_t* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+/// Formats an offset as the tool prints it everywhere: "0x3a0".
+std::string hex_offset(std::uint64_t offset);
+
+}  // namespace daskcaps
