@@ -1,0 +1,102 @@
+#include "core/handshake.h"
+
+namespace daskcaps {
+
+std::string CompressionValue::to_string() const {
+  switch (kind) {
+    case Kind::nil: return "null";
+    case Kind::false_: return "false";
+    case Kind::name: return name;
+  }
+  return "null";
+}
+
+msgpack::Value CompressionValue::to_msgpack() const {
+  switch (kind) {
+    case Kind::nil: return msgpack::Value::nil();
+    case Kind::false_: return msgpack::Value::boolean(false);
+    case Kind::name: return msgpack::Value::str(name);
+  }
+  return msgpack::Value::nil();
+}
+
+std::optional<CompressionValue> CompressionValue::from_msgpack(const msgpack::Value& v) {
+  if (v.is_nil()) return CompressionValue::nil();
+  if (v.is_bool() && !v.as_bool()) return CompressionValue::none_false();
+  if (v.is_str()) return CompressionValue::named(v.as_str());
+  return std::nullopt;
+}
+
+std::vector<std::string> Handshake::missing_keys() const {
+  std::vector<std::string> out;
+  if (!compression) out.push_back("compression");
+  if (!pickle_protocol) out.push_back("pickle-protocol");
+  return out;
+}
+
+std::string Handshake::python_version() const {
+  if (!python) return "";
+  std::string out;
+  for (std::size_t i = 0; i < python->size(); ++i) {
+    if (i) out += '.';
+    out += std::to_string((*python)[i]);
+  }
+  return out;
+}
+
+msgpack::Value Handshake::to_msgpack() const {
+  using msgpack::Value;
+  Value m = Value::map();
+  if (compression) m.set("compression", compression->to_msgpack());
+  if (python) {
+    msgpack::Array a;
+    for (std::int64_t p : *python) a.push_back(Value::integer(p));
+    m.set("python", Value::array(std::move(a)));
+  }
+  if (pickle_protocol) m.set("pickle-protocol", Value::integer(*pickle_protocol));
+  // Extra keys the caller put in raw travel after Dask's three.
+  if (raw.is_map()) {
+    for (const auto& [k, v] : raw.as_map()) {
+      if (k.is_str() && (k.as_str() == "compression" || k.as_str() == "python" ||
+                         k.as_str() == "pickle-protocol"))
+        continue;
+      m.as_map().emplace_back(k, v);
+    }
+  }
+  return m;
+}
+
+Result<Handshake> handshake_from_msgpack(const msgpack::Value& v) {
+  if (!v.is_map())
+    return make_error(Errc::protocol, "handshake is a msgpack " +
+                                          std::string(msgpack::type_name(v.type())) +
+                                          ", not a map");
+  Handshake h;
+  h.raw = v;
+  if (const auto* c = v.find("compression")) {
+    auto cv = CompressionValue::from_msgpack(*c);
+    if (!cv)
+      return make_error(Errc::protocol, "handshake \"compression\" is a msgpack " +
+                                            std::string(msgpack::type_name(c->type())));
+    h.compression = *cv;
+  }
+  if (const auto* p = v.find("python")) {
+    if (!p->is_array())
+      return make_error(Errc::protocol, "handshake \"python\" is not an array");
+    std::vector<std::int64_t> parts;
+    for (const auto& e : p->as_array()) {
+      auto i = e.to_int64();
+      if (!i) return make_error(Errc::protocol, "handshake \"python\" holds a non-integer");
+      parts.push_back(*i);
+    }
+    h.python = std::move(parts);
+  }
+  if (const auto* p = v.find("pickle-protocol")) {
+    auto i = p->to_int64();
+    if (!i) return make_error(Errc::protocol, "handshake \"pickle-protocol\" is not an integer");
+    h.pickle_protocol = *i;
+  }
+  return h;
+}
+
+}  // namespace daskcaps

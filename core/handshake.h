@@ -1,0 +1,74 @@
+// The connection handshake of Dask comms (spec §2) and the extended
+// capability set dask-caps publishes beside it.
+//
+// On every new connection each side sends one message whose frame 0 is the
+// msgpack map {"compression": str|nil|false, "python": [major, minor, micro],
+// "pickle-protocol": int}. Key order as observed: compression, python,
+// pickle-protocol. Extra keys are ignored by Dask; a missing
+// "pickle-protocol" or "compression" makes Dask fail the connection
+// (spec §2.5), a missing "python" is accepted.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/codec.h"
+#include "core/msgpack.h"
+#include "core/result.h"
+
+namespace daskcaps {
+
+/// The value of a handshake's "compression": a codec name, nil or false.
+/// nil and false both mean "no compression" but are distinct on the wire
+/// (2022.12 sends false when configured false; spec §2.3) and in Python's
+/// equality, which decides negotiation (spec §2.4).
+struct CompressionValue {
+  enum class Kind : std::uint8_t { nil, false_, name };
+  Kind kind = Kind::nil;
+  std::string name;  // when kind == name
+
+  static CompressionValue nil() { return {}; }
+  static CompressionValue none_false() { return {Kind::false_, {}}; }
+  static CompressionValue named(std::string n) { return {Kind::name, std::move(n)}; }
+  /// True when frames written under this value are compressed.
+  bool compresses() const { return kind == Kind::name; }
+  /// Python equality: "lz4" == "lz4", None == None, False == False.
+  bool operator==(const CompressionValue&) const = default;
+  /// "lz4", "null" or "false", as the JSON reports write it.
+  std::string to_string() const;
+  msgpack::Value to_msgpack() const;
+  /// nullopt when the value is not str, nil or false.
+  static std::optional<CompressionValue> from_msgpack(const msgpack::Value& v);
+};
+
+struct Handshake {
+  std::optional<CompressionValue> compression;  // absent key: nullopt
+  std::optional<std::vector<std::int64_t>> python;
+  std::optional<std::int64_t> pickle_protocol;
+  msgpack::Value raw;  // the whole map as received (extra keys kept)
+
+  /// Keys Dask requires that are absent ("compression", "pickle-protocol").
+  std::vector<std::string> missing_keys() const;
+  /// "3.11.2" from the python list, or "" when absent.
+  std::string python_version() const;
+  /// The map in Dask's key order (for sending).
+  msgpack::Value to_msgpack() const;
+};
+
+/// Reads a handshake from frame 0 of the first message on a connection.
+/// Fails (Errc::protocol) only when the value is not a map or a present key
+/// has the wrong type; missing keys are reported by missing_keys().
+Result<Handshake> handshake_from_msgpack(const msgpack::Value& v);
+
+/// The extended set a peer could use to pick the best common options
+/// (DESIGN.md `capabilities`): codecs it decodes, in its preference order;
+/// the highest pickle protocol it reads; whether it holds a GPU.
+struct Capabilities {
+  std::vector<std::string> codecs;  // e.g. {"lz4", "snappy", "zstd", "zlib"}
+  std::int64_t max_pickle_protocol = 5;
+  bool gpu = false;
+};
+
+}  // namespace daskcaps
