@@ -30,20 +30,26 @@ std::string_view to_string(Errc code) {
   return "internal";
 }
 
-Error& Error::add_context(std::string_view context) {
-  if (!context.empty()) what = std::string(context) + ": " + what;
+Error& Error::add_context(std::string_view outer) {
+  if (outer.empty()) return *this;
+  context = context.empty() ? std::string(outer) : std::string(outer) + ": " + context;
   return *this;
 }
 
 std::string Error::message() const {
-  if (!has_offset()) return what;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "@0x%llx: ", static_cast<unsigned long long>(offset));
-  return buf + what;
+  std::string out = context;
+  if (has_offset()) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "@0x%llx", static_cast<unsigned long long>(offset));
+    if (!out.empty()) out += ' ';
+    out += buf;
+  }
+  if (!out.empty()) out += ": ";
+  return out + what;
 }
 
 Error make_error(Errc code, std::string what, std::uint64_t offset) {
-  return Error{code, offset, std::move(what)};
+  return Error{code, offset, std::move(what), {}};
 }
 
 }  // namespace daskcaps

@@ -46,13 +46,14 @@ struct Error {
   Errc code = Errc::internal;
   std::uint64_t offset = kNoOffset;  // absolute byte offset in the input, if known
   std::string what;                  // lower-case, no final period
+  std::string context;               // where, outermost first: "message 3: frame 2"
 
   bool has_offset() const { return offset != kNoOffset; }
 
-  /// Prefixes `what` with `context + ": "`, e.g. "message 3". Returns *this.
-  Error& add_context(std::string_view context);
+  /// Adds an outer context, e.g. "message 3" around "frame 2". Returns *this.
+  Error& add_context(std::string_view outer);
 
-  /// "<context>@0x3a0: <what>" when an offset is known, else "<what>".
+  /// "message 3: frame 2 @0x3a0: <what>"; parts that are unknown are left out.
   std::string message() const;
 };
 

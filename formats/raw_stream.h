@@ -1,0 +1,62 @@
+// Raw stream files: the bytes one side of a Dask TCP connection wrote, back
+// to back, starting with its first message (usually the handshake, §2).
+// There is no file header; the layout is exactly the wire's (spec §1.2):
+//
+//   message := L:u64le  n:u64le  len[n]:u64le  frame[0] .. frame[n-1]
+//   file    := message*
+//
+// The reader reads one message at a time: the 16-byte start, then the
+// length table, then exactly the bytes the table promises. A promise larger
+// than the file (or than Limits::max_message_bytes) is an error before any
+// allocation; memory holds one message at a time. A file that ends inside a
+// message is Errc::truncated with the offset of that message.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/bytes.h"
+#include "core/limits.h"
+#include "core/result.h"
+#include "formats/message_stream.h"
+
+namespace daskcaps::formats {
+
+class RawStreamReader {
+ public:
+  /// Opens a file ("-" reads standard input).
+  static Result<std::unique_ptr<RawStreamReader>> open(const std::string& path, const Limits& limits);
+  ~RawStreamReader();
+  RawStreamReader(const RawStreamReader&) = delete;
+  RawStreamReader& operator=(const RawStreamReader&) = delete;
+
+  /// The next message, nullopt at a clean end of file, or an error.
+  Result<std::optional<StreamMessage>> next();
+  /// Index the next message will get (0-based).
+  std::size_t next_index() const { return index_; }
+  /// Offset of the next unread byte.
+  std::uint64_t offset() const { return offset_; }
+  /// Size of the file when it is a regular file.
+  std::optional<std::uint64_t> file_size() const { return size_; }
+
+  /// True when these first bytes of a file could start a raw stream.
+  static bool sniff(ByteSpan first_bytes, const Limits& limits);
+
+ private:
+  RawStreamReader(std::FILE* file, bool owned, std::optional<std::uint64_t> size, Limits limits)
+      : file_(file), owned_(owned), size_(size), limits_(limits) {}
+  Result<std::size_t> read_some(std::uint8_t* into, std::size_t count);
+
+  std::FILE* file_;
+  bool owned_;
+  std::optional<std::uint64_t> size_;
+  Limits limits_;
+  std::uint64_t offset_ = 0;
+  std::size_t index_ = 0;
+  bool failed_ = false;
+};
+
+}  // namespace daskcaps::formats
