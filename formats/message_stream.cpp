@@ -21,6 +21,17 @@ void MessageExtractor::push(ByteSpan data) {
 }
 
 void MessageExtractor::gap(std::uint64_t count) {
+  // Cut every complete message before the hole; they are intact.
+  while (!pending_error_) {
+    auto m = extract();
+    if (!m) {
+      pending_error_ = std::move(m).error();
+      break;
+    }
+    if (!*m) break;
+    ready_.push_back(std::move(**m));
+  }
+  failed_ = false;
   const std::uint64_t dropped = buf_.size() - start_;
   skipped_pending_ += dropped + count;
   consumed_base_ += buf_.size() + count;
@@ -88,6 +99,21 @@ bool MessageExtractor::resync() {
 }
 
 Result<std::optional<StreamMessage>> MessageExtractor::next() {
+  if (!ready_.empty()) {
+    StreamMessage m = std::move(ready_.front());
+    ready_.pop_front();
+    return std::optional<StreamMessage>(std::move(m));
+  }
+  if (pending_error_) {
+    failed_ = true;
+    Error e = std::move(*pending_error_);
+    pending_error_.reset();
+    return e;
+  }
+  return extract();
+}
+
+Result<std::optional<StreamMessage>> MessageExtractor::extract() {
   if (failed_) return make_error(Errc::internal, "extractor used after an error", offset());
   for (;;) {
     if (!in_sync_ && !resync()) {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <vector>
 
@@ -43,8 +44,9 @@ class MessageExtractor {
 
   /// Appends the next contiguous bytes of the stream.
   void push(ByteSpan data);
-  /// `count` bytes of the stream are missing right here: any partial message
-  /// is dropped (counted as skipped) and the extractor resynchronises.
+  /// `count` bytes of the stream are missing right here: complete messages
+  /// already buffered are kept for next(); a partial message is dropped
+  /// (counted as skipped) and the extractor resynchronises.
   void gap(std::uint64_t count);
   /// The next complete message, nullopt when more input is needed, or an
   /// error (only when in sync: a broken prelude). After an error the
@@ -61,8 +63,12 @@ class MessageExtractor {
   std::uint64_t skipped_total() const { return skipped_total_; }
 
  private:
+  Result<std::optional<StreamMessage>> extract();
   bool resync();
   std::optional<StreamMessage> take(const Framed& framed, ByteSpan here);
+
+  std::deque<StreamMessage> ready_;      // complete messages cut before a gap
+  std::optional<Error> pending_error_;   // an error found while cutting them
   void compact();
 
   Limits limits_;

@@ -65,10 +65,10 @@ Result<std::optional<StreamMessage>> RawStreamReader::next() {
         // The file cannot hold what the prelude promises.
         if (buf.empty() && *size_ == start) return std::optional<StreamMessage>{};
         return fail(make_error(Errc::truncated,
-                               "message " + std::to_string(index_) + " needs " +
-                                   std::to_string(want) + " bytes, the file has " +
+                               "needs " + std::to_string(want) + " bytes, the file has " +
                                    std::to_string(*size_ - start) + " left",
-                               start));
+                               start)
+                        .add_context("message " + std::to_string(index_)));
       }
       const std::uint64_t step = std::min<std::uint64_t>(missing, std::uint64_t{64} << 20);
       const std::size_t old = buf.size();
@@ -79,10 +79,10 @@ Result<std::optional<StreamMessage>> RawStreamReader::next() {
       if (*got < step) {
         if (buf.empty()) return std::optional<StreamMessage>{};
         return fail(make_error(Errc::truncated,
-                               "message " + std::to_string(index_) + " ends after " +
-                                   std::to_string(buf.size()) + " of " + std::to_string(want) +
-                                   " bytes",
-                               start));
+                               "ends after " + std::to_string(buf.size()) + " of " +
+                                   std::to_string(want) + " bytes",
+                               start)
+                        .add_context("message " + std::to_string(index_)));
       }
       if (buf.size() < want) continue;
     }

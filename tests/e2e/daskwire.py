@@ -1,0 +1,124 @@
+"""Write and read Dask wire streams with the real Dask (test support).
+
+Everything here runs under /usr/bin/python3 with Debian's python3-distributed
+2022.12.1. `capture_client_stream` makes the real `distributed.comm.connect`
+write messages to a raw TCP listener and returns the exact bytes it wrote,
+handshake first: that is what a raw stream file holds.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+
+import dask
+import msgpack
+
+
+def _handshake_bytes(compression, pickle_protocol=5, python=None):
+    python = list(python or sys.version_info[:3])
+    body = msgpack.dumps(
+        {"compression": compression, "python": python, "pickle-protocol": pickle_protocol},
+        use_bin_type=True,
+    )
+    prelude = struct.pack("<QQ", 1, len(body))
+    return struct.pack("<Q", len(prelude) + len(body)) + prelude + body
+
+
+def capture_client_stream(messages, compression=None, shard=None, serializers=None,
+                          peer_pickle_protocol=5):
+    """Bytes that distributed.comm.connect writes when it sends `messages`.
+
+    compression: the codec both sides advertise (so Dask negotiates it), or
+    None for no compression. shard: distributed.comm.shard (e.g. "16kiB").
+    """
+    from distributed.comm import connect
+
+    received = bytearray()
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+
+    def serve():
+        conn, _ = srv.accept()
+        conn.sendall(_handshake_bytes(compression, peer_pickle_protocol))
+        while True:
+            chunk = conn.recv(1 << 20)
+            if not chunk:
+                break
+            received.extend(chunk)
+        conn.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    from distributed.comm.tcp import TCP
+
+    config = {"distributed.comm.compression": compression if compression else None}
+    # TCP reads distributed.comm.shard once, at import, into a class variable.
+    saved_shard = TCP.max_shard_size
+    if shard:
+        TCP.max_shard_size = dask.utils.parse_bytes(shard)
+
+    async def run():
+        with dask.config.set(config):
+            comm = await connect(f"tcp://127.0.0.1:{port}")
+            for msg in messages:
+                await comm.write(msg, serializers=serializers)
+            await comm.close()
+
+    try:
+        asyncio.run(run())
+    finally:
+        TCP.max_shard_size = saved_shard
+    t.join(timeout=30)
+    srv.close()
+    return bytes(received)
+
+
+def split_stream(data):
+    """Messages of a raw stream as lists of frames (bytes), Python-side."""
+    out = []
+    pos = 0
+    while pos < len(data):
+        (length,) = struct.unpack_from("<Q", data, pos)
+        (n,) = struct.unpack_from("<Q", data, pos + 8)
+        lengths = struct.unpack_from(f"<{n}Q", data, pos + 16)
+        assert length == 8 + 8 * n + sum(lengths), "short L in a 2022.12 stream"
+        at = pos + 16 + 8 * n
+        frames = []
+        for ln in lengths:
+            frames.append(data[at:at + ln])
+            at += ln
+        out.append(frames)
+        pos = at
+    return out
+
+
+def loads_stream(data, skip_handshake=True):
+    """Every message of a raw stream decoded by Dask's own loads."""
+    from distributed.protocol import loads
+
+    msgs = split_stream(data)
+    if skip_handshake and msgs:
+        msgs = msgs[1:]
+    return [loads(frames) for frames in msgs]
+
+
+def dask_caps():
+    return os.environ.get("DASK_CAPS") or os.path.join(
+        os.environ.get("DASKCAPS_BUILD_DIR", "build"), "dask-caps")
+
+
+def run_tool(*args, check=True, input=None):
+    """Runs dask-caps; returns CompletedProcess with text output."""
+    p = subprocess.run([dask_caps(), *map(str, args)], capture_output=True, text=True,
+                       input=input, timeout=600)
+    if check and p.returncode != 0:
+        raise AssertionError(f"dask-caps {' '.join(map(str, args))} exited {p.returncode}:\n"
+                             f"{p.stdout}\n{p.stderr}")
+    return p
