@@ -1,0 +1,500 @@
+#include "formats/tcp_reassembly.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace daskcaps::formats {
+
+std::string_view to_string(Direction direction) {
+  return direction == Direction::client_to_server ? "client_to_server" : "server_to_client";
+}
+
+std::optional<Direction> parse_direction(std::string_view text) {
+  if (text == "client_to_server" || text == "c2s") return Direction::client_to_server;
+  if (text == "server_to_client" || text == "s2c") return Direction::server_to_client;
+  return std::nullopt;
+}
+
+// --- one direction ----------------------------------------------------------
+
+TcpStream::TcpStream(const ReassemblyOptions& options, Sink& sink) : options_(options), sink_(sink) {}
+
+void TcpStream::start(std::uint32_t seq_of_offset_zero) {
+  if (started_) return;
+  started_ = true;
+  seq0_ = seq_of_offset_zero;
+}
+
+void TcpStream::emit_data(ByteSpan bytes) {
+  if (bytes.empty()) return;
+  const std::uint64_t keep = options_.history_bytes;
+  if (keep > 0) {
+    if (bytes.size() >= keep) {
+      history_.assign(bytes.end() - static_cast<std::ptrdiff_t>(keep), bytes.end());
+      history_start_ = next_ + bytes.size() - keep;
+    } else {
+      if (history_.empty()) history_start_ = next_;
+      history_.insert(history_.end(), bytes.begin(), bytes.end());
+      if (history_.size() > 2 * keep) {
+        const std::size_t drop = history_.size() - static_cast<std::size_t>(keep);
+        history_.erase(history_.begin(), history_.begin() + static_cast<std::ptrdiff_t>(drop));
+        history_start_ += drop;
+      }
+    }
+  }
+  next_ += bytes.size();
+  delivered_ += bytes.size();
+  sink_.data(bytes);
+}
+
+void TcpStream::emit_gap(std::uint64_t count) {
+  if (count == 0) return;
+  next_ += count;
+  lost_ += count;
+  history_.clear();
+  history_start_ = next_;
+  sink_.gap(count);
+}
+
+void TcpStream::compare_with_history(std::uint64_t from, std::uint64_t to, const std::uint8_t* data,
+                                     AddResult& result) {
+  result.duplicate_bytes += to - from;
+  const std::uint64_t hs = history_start_;
+  const std::uint64_t he = history_start_ + history_.size();
+  const std::uint64_t lo = std::max(from, hs);
+  const std::uint64_t hi = std::min(to, he);
+  const std::uint64_t checked = hi > lo ? hi - lo : 0;
+  result.unchecked_bytes += (to - from) - checked;
+  for (std::uint64_t at = lo; at < hi; ++at) {
+    if (history_[static_cast<std::size_t>(at - hs)] != data[at - from]) {
+      if (result.conflict_bytes == 0) result.conflict_offset = at;
+      ++result.conflict_bytes;
+    }
+  }
+}
+
+void TcpStream::insert(std::uint64_t from, std::uint64_t to, const std::uint8_t* data,
+                       AddResult& result) {
+  if (to <= from) return;
+  // Bytes already delivered: a retransmission, compared with the history.
+  if (from < next_) {
+    const std::uint64_t hi = std::min(to, next_);
+    if (data != nullptr) {
+      compare_with_history(from, hi, data, result);
+      data += hi - from;
+    }
+    from = hi;
+    if (from >= to) return;
+  }
+  std::uint64_t cur = from;
+  while (cur < to) {
+    auto it = pending_.upper_bound(cur);
+    if (it != pending_.begin()) {
+      auto prev = std::prev(it);
+      const std::uint64_t prev_end = prev->first + prev->second.length;
+      if (prev_end > cur) {
+        // Overlap with a buffered piece: the first copy wins.
+        const std::uint64_t ov_end = std::min(to, prev_end);
+        if (data != nullptr) {
+          result.duplicate_bytes += ov_end - cur;
+          if (!prev->second.lost) {
+            const std::uint8_t* old = prev->second.bytes.data() + (cur - prev->first);
+            const std::uint8_t* now = data + (cur - from);
+            for (std::uint64_t i = 0; i < ov_end - cur; ++i) {
+              if (old[i] != now[i]) {
+                if (result.conflict_bytes == 0) result.conflict_offset = cur + i;
+                ++result.conflict_bytes;
+              }
+            }
+          }
+        }
+        cur = ov_end;
+        continue;
+      }
+    }
+    const std::uint64_t stop = it != pending_.end() ? std::min(to, it->first) : to;
+    const std::uint64_t len = stop - cur;
+    if (cur == next_) {
+      // In order: straight to the sink, no copy.
+      if (data != nullptr) {
+        emit_data(ByteSpan(data + (cur - from), static_cast<std::size_t>(len)));
+      } else {
+        emit_gap(len);
+      }
+    } else {
+      Piece piece;
+      piece.length = len;
+      piece.lost = data == nullptr;
+      if (data != nullptr) piece.bytes.assign(data + (cur - from), data + (stop - from));
+      held_ += (piece.lost ? 0 : len) + kPieceOverhead;
+      pending_.emplace(cur, std::move(piece));
+    }
+    cur = stop;
+  }
+}
+
+void TcpStream::deliver_ready() {
+  while (!pending_.empty() && pending_.begin()->first <= next_) {
+    auto node = pending_.extract(pending_.begin());
+    const std::uint64_t key = node.key();
+    Piece& piece = node.mapped();
+    held_ -= (piece.lost ? 0 : piece.length) + kPieceOverhead;
+    if (key + piece.length <= next_) continue;
+    const std::uint64_t skip = next_ - key;
+    if (piece.lost) {
+      emit_gap(piece.length - skip);
+    } else {
+      emit_data(ByteSpan(piece.bytes).subspan(static_cast<std::size_t>(skip)));
+    }
+  }
+}
+
+void TcpStream::enforce_window() {
+  while (held_ > options_.window_bytes && !pending_.empty()) {
+    // The oldest hole will not be filled in time: declare it lost.
+    const std::uint64_t first = pending_.begin()->first;
+    if (first > next_) emit_gap(first - next_);
+    deliver_ready();
+  }
+}
+
+TcpStream::AddResult TcpStream::add(std::uint32_t seq, ByteSpan payload, std::uint32_t wire_length,
+                                    bool fin) {
+  AddResult result;
+  if (!started_ || finished_) return result;
+  const std::uint64_t wire = std::max<std::uint64_t>(wire_length, payload.size());
+  // Unwrap the 32-bit sequence number around the next expected byte.
+  const std::uint32_t next_seq = seq0_ + static_cast<std::uint32_t>(next_);
+  const std::int64_t rel = static_cast<std::int32_t>(seq - next_seq);
+  const std::int64_t start = static_cast<std::int64_t>(next_) + rel;
+  const std::int64_t data_end = start + static_cast<std::int64_t>(payload.size());
+  const std::int64_t end = start + static_cast<std::int64_t>(wire);
+  if (start < 0) result.before_start = true;
+  if (fin && !fin_at_ && end >= 0) {
+    fin_at_ = static_cast<std::uint64_t>(end);
+    // Anything buffered past the FIN is not part of the stream.
+    for (auto it = pending_.lower_bound(*fin_at_); it != pending_.end();) {
+      held_ -= (it->second.lost ? 0 : it->second.length) + kPieceOverhead;
+      it = pending_.erase(it);
+    }
+  }
+  const std::uint64_t limit = fin_at_ ? *fin_at_ : ~std::uint64_t{0};
+  const std::int64_t from = std::max<std::int64_t>(start, 0);
+  if (from < data_end) {
+    const std::uint64_t to = std::min(static_cast<std::uint64_t>(data_end), limit);
+    insert(static_cast<std::uint64_t>(from), to, payload.data() + (from - start), result);
+  }
+  const std::int64_t lost_from = std::max(from, data_end);
+  if (lost_from < end) {
+    const std::uint64_t to = std::min(static_cast<std::uint64_t>(end), limit);
+    insert(static_cast<std::uint64_t>(lost_from), to, nullptr, result);
+  }
+  deliver_ready();
+  enforce_window();
+  return result;
+}
+
+void TcpStream::finish() {
+  if (finished_) return;
+  finished_ = true;
+  if (!started_) return;
+  while (!pending_.empty()) {
+    const std::uint64_t first = pending_.begin()->first;
+    if (first > next_) emit_gap(first - next_);
+    deliver_ready();
+  }
+  // Bytes before a FIN that never arrived.
+  if (fin_at_ && *fin_at_ > next_) emit_gap(*fin_at_ - next_);
+}
+
+// --- connections ------------------------------------------------------------
+
+class DirectionSink;
+
+struct TcpReassembler::Connection {
+  struct Side {
+    std::unique_ptr<DirectionSink> sink;
+    std::unique_ptr<TcpStream> stream;
+    std::optional<MessageExtractor> extractor;
+    bool extract = false;
+    bool failed = false;
+    bool isn_known = false;  // from its SYN, or the peer's SYN-ACK
+    std::uint32_t isn = 0;
+    std::uint64_t message_bytes = 0;
+    std::uint64_t need_left = 0;
+    std::uint64_t conflicts = 0;
+    std::uint64_t conflict_bytes = 0;
+    std::uint64_t first_conflict_offset = 0;
+    std::uint64_t first_conflict_packet = 0;
+  };
+  std::size_t id = 0;
+  Endpoint client, server;
+  Side side[2];
+};
+
+class DirectionSink final : public TcpStream::Sink {
+ public:
+  DirectionSink(TcpReassembler& owner, TcpReassembler::Connection& conn, Direction dir)
+      : owner_(owner), conn_(conn), dir_(dir) {}
+
+  void data(ByteSpan bytes) override {
+    auto& side = conn_.side[static_cast<int>(dir_)];
+    if (!side.extractor || side.failed) return;
+    side.extractor->push(bytes);
+    if (bytes.size() < side.need_left) {
+      side.need_left -= bytes.size();
+      return;
+    }
+    drain();
+  }
+  void gap(std::uint64_t count) override {
+    auto& side = conn_.side[static_cast<int>(dir_)];
+    if (!side.extractor || side.failed) return;
+    side.extractor->gap(count);
+    side.need_left = 0;
+    drain();  // complete messages before the hole are kept by the extractor
+  }
+
+  void drain() {
+    auto& side = conn_.side[static_cast<int>(dir_)];
+    for (;;) {
+      auto step = side.extractor->next();
+      if (!step) {
+        side.failed = true;
+        Error e = std::move(step).error();
+        owner_.warnings_.push_back(owner_.describe(conn_, dir_) + ": not a Dask stream at stream offset " +
+                                   hex_offset(e.offset) + ": " + e.what + "; rest of this direction skipped");
+        return;
+      }
+      if (!*step) {
+        side.need_left = side.extractor->pending_need();
+        return;
+      }
+      CaptureMessage m;
+      m.connection = conn_.id;
+      m.direction = dir_;
+      m.timestamp = owner_.now_;
+      m.index = owner_.infos_[conn_.id].messages[static_cast<int>(dir_)]++;
+      m.message = std::move(**step);
+      side.message_bytes += m.message.wire_size;
+      owner_.queue_.push_back(std::move(m));
+    }
+  }
+
+ private:
+  TcpReassembler& owner_;
+  TcpReassembler::Connection& conn_;
+  Direction dir_;
+};
+
+std::string TcpReassembler::describe(const Connection& c, Direction d) const {
+  const ConnectionInfo& info = infos_[c.id];
+  const bool c2s = d == Direction::client_to_server;
+  return "connection " + std::to_string(c.id) + " " + (c2s ? info.client : info.server) + "->" +
+         (c2s ? info.server : info.client);
+}
+
+TcpReassembler::TcpReassembler(const Limits& limits, const ReassemblyOptions& options)
+    : limits_(limits), options_(options) {}
+
+TcpReassembler::~TcpReassembler() = default;
+
+namespace {
+std::string endpoint_text(const pcap::IpAddress& addr, std::uint16_t port) {
+  return addr.to_string() + ":" + std::to_string(port);
+}
+}  // namespace
+
+TcpReassembler::Connection& TcpReassembler::open_connection(const Key& key, const Endpoint& client,
+                                                            double ts) {
+  auto conn = std::make_unique<Connection>();
+  conn->id = infos_.size();
+  conn->client = client;
+  conn->server = client == key.first ? key.second : key.first;
+  ConnectionInfo info;
+  info.id = conn->id;
+  info.client = endpoint_text(conn->client.addr, conn->client.port);
+  info.server = endpoint_text(conn->server.addr, conn->server.port);
+  info.first_ts = info.last_ts = ts;
+  infos_.push_back(std::move(info));
+  for (int d = 0; d < 2; ++d) {
+    const Direction dir = static_cast<Direction>(d);
+    auto& side = conn->side[d];
+    side.sink = std::make_unique<DirectionSink>(*this, *conn, dir);
+    side.stream = std::make_unique<TcpStream>(options_, *side.sink);
+    side.extract = (!options_.only_connection || *options_.only_connection == conn->id) &&
+                   (!options_.only_direction || *options_.only_direction == dir);
+  }
+  last_id_[key] = conn->id;
+  auto& slot = active_[key];
+  slot = std::move(conn);
+  return *slot;
+}
+
+namespace {
+// Starts a direction whose initial sequence number is known: in sync.
+void start_side(TcpReassembler::Connection::Side& side, std::uint32_t isn, bool in_sync,
+                const Limits& limits) {
+  side.isn_known = true;
+  side.isn = isn;
+  side.stream->start(isn + 1);
+  if (side.extract) side.extractor.emplace(limits, in_sync);
+}
+}  // namespace
+
+void TcpReassembler::end_connection(Connection& c, bool ended) {
+  ConnectionInfo& info = infos_[c.id];
+  for (int d = 0; d < 2; ++d) {
+    auto& side = c.side[d];
+    const Direction dir = static_cast<Direction>(d);
+    side.stream->finish();
+    const std::uint64_t delivered = side.stream->delivered_bytes();
+    const std::uint64_t lost = side.stream->lost_bytes();
+    info.bytes[d] = delivered;
+    info.lost[d] = lost;
+    if (side.conflicts > 0)
+      warnings_.push_back(describe(c, dir) + ": " + std::to_string(side.conflicts) +
+                          " retransmitted segment(s) differ from the first copy (" +
+                          std::to_string(side.conflict_bytes) + " bytes, first at stream offset " +
+                          hex_offset(side.first_conflict_offset) + ", packet at " +
+                          hex_offset(side.first_conflict_packet) + "); first copies kept");
+    if (!side.extractor) {
+      info.skipped[d] = lost;
+      continue;
+    }
+    const std::uint64_t total = delivered + lost;
+    const std::uint64_t skipped = total >= side.message_bytes ? total - side.message_bytes : 0;
+    info.skipped[d] = skipped;
+    if (skipped == 0 || side.failed) continue;
+    const std::uint64_t tail = std::min(side.extractor->buffered(), skipped - std::min(skipped, lost));
+    const std::uint64_t other = skipped - std::min(skipped, lost) - tail;
+    std::string parts;
+    auto add = [&](std::uint64_t n, const char* what) {
+      if (n == 0) return;
+      if (!parts.empty()) parts += ", ";
+      parts += std::to_string(n) + " " + what;
+    };
+    add(lost, "missing from the capture");
+    add(other, "discarded while resynchronising");
+    add(tail, "in an unfinished message at the end");
+    warnings_.push_back(describe(c, dir) + ": " + std::to_string(skipped) + " bytes in no message (" +
+                        parts + ")");
+  }
+  info.ended = ended;
+  for (auto& side : c.side) side.extractor.reset();
+}
+
+void TcpReassembler::add(const pcap::TcpSegment& seg, double timestamp, std::uint64_t packet_offset) {
+  if (finished_) return;
+  now_ = timestamp;
+  const Endpoint src{seg.src, seg.src_port};
+  const Endpoint dst{seg.dst, seg.dst_port};
+  const Key key = src < dst ? Key{src, dst} : Key{dst, src};
+  add_segment(seg, key, timestamp, packet_offset);
+  after_segment(key, seg.has(pcap::tcp_flag::kRst));
+}
+
+void TcpReassembler::add_segment(const pcap::TcpSegment& seg, const Key& key, double timestamp,
+                                 std::uint64_t packet_offset) {
+  const Endpoint src{seg.src, seg.src_port};
+  const Endpoint dst{seg.dst, seg.dst_port};
+  const bool syn = seg.has(pcap::tcp_flag::kSyn);
+  const bool ack = seg.has(pcap::tcp_flag::kAck);
+  const bool fin = seg.has(pcap::tcp_flag::kFin);
+
+  auto it = active_.find(key);
+  Connection* conn = it != active_.end() ? it->second.get() : nullptr;
+  if (syn && !ack) {
+    if (conn != nullptr && conn->client == src && conn->side[0].isn_known &&
+        conn->side[0].isn == seg.seq) {
+      infos_[conn->id].last_ts = timestamp;  // a retransmitted SYN
+      return;
+    }
+    // The 4-tuple is reused (or the old connection's end was not captured).
+    if (conn != nullptr) close_connection(key, false);
+    conn = &open_connection(key, src, timestamp);
+  } else if (conn == nullptr) {
+    if (last_id_.count(key) != 0) {
+      // A late packet of an ended connection (final ACK, retransmitted FIN).
+      infos_[last_id_[key]].last_ts = timestamp;
+      return;
+    }
+    conn = &open_connection(key, syn ? dst : src, timestamp);
+  }
+
+  ConnectionInfo& info = infos_[conn->id];
+  info.last_ts = timestamp;
+  const Direction dir = src == conn->client ? Direction::client_to_server : Direction::server_to_client;
+  const int d = static_cast<int>(dir);
+  auto& side = conn->side[d];
+  auto& other = conn->side[1 - d];
+
+  std::uint32_t data_seq = seg.seq;
+  bool carries = !seg.payload.empty() || seg.wire_payload_length > 0 || fin;
+  if (syn) {
+    data_seq = seg.seq + 1;  // the SYN takes one sequence number
+    if (!side.stream->started()) {
+      info.saw_syn = true;
+      start_side(side, seg.seq, true, limits_);
+    } else if (!side.isn_known || side.isn != seg.seq) {
+      carries = false;  // a SYN that contradicts the stream: ignore its data
+    }
+    // The SYN-ACK acknowledges the client's ISN: the client's data starts there.
+    if (ack && !other.stream->started()) start_side(other, seg.ack - 1, true, limits_);
+  }
+  if (!carries) return;
+  if (!side.stream->started()) {
+    // Mid-stream: the first byte seen is offset 0, and the extractor
+    // resynchronises. A bare FIN starts it too, so the direction can end.
+    side.stream->start(data_seq);
+    if (side.extract) side.extractor.emplace(limits_, false);
+  }
+  auto r = side.stream->add(data_seq, seg.payload, seg.wire_payload_length, fin);
+  if (r.conflict_bytes > 0) {
+    if (side.conflicts == 0) {
+      side.first_conflict_offset = r.conflict_offset;
+      side.first_conflict_packet = packet_offset;
+    }
+    ++side.conflicts;
+    side.conflict_bytes += r.conflict_bytes;
+  }
+  info.bytes[d] = side.stream->delivered_bytes();
+  info.lost[d] = side.stream->lost_bytes();
+}
+
+void TcpReassembler::after_segment(const Key& key, bool rst) {
+  auto it = active_.find(key);
+  if (it == active_.end()) return;
+  Connection& c = *it->second;
+  if (rst || (c.side[0].stream->fin_reached() && c.side[1].stream->fin_reached()))
+    close_connection(key, true);
+}
+
+void TcpReassembler::close_connection(const Key& key, bool ended) {
+  auto it = active_.find(key);
+  if (it == active_.end()) return;
+  end_connection(*it->second, ended);
+  active_.erase(it);
+}
+
+void TcpReassembler::finish() {
+  if (finished_) return;
+  finished_ = true;
+  // In order of connection id, so the output does not depend on map order.
+  std::vector<std::pair<std::size_t, Connection*>> open;
+  for (auto& [key, conn] : active_) open.emplace_back(conn->id, conn.get());
+  std::sort(open.begin(), open.end());
+  for (auto& [id, conn] : open) {
+    now_ = infos_[id].last_ts;
+    end_connection(*conn, false);
+  }
+  active_.clear();
+}
+
+CaptureMessage TcpReassembler::take_message() {
+  CaptureMessage m = std::move(queue_.front());
+  queue_.pop_front();
+  return m;
+}
+
+}  // namespace daskcaps::formats
