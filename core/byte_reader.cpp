@@ -17,46 +17,6 @@ Error ByteReader::short_read(std::uint64_t wanted) const {
                                     std::to_string(remaining()) + " left");
 }
 
-namespace {
-template <typename T>
-T load_le(const std::uint8_t* p) {
-  T v = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(p[i]) << (8 * i);
-  return v;
-}
-template <typename T>
-T load_be(const std::uint8_t* p) {
-  T v = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) v = static_cast<T>(v << 8) | p[i];
-  return v;
-}
-}  // namespace
-
-Result<std::uint8_t> ByteReader::u8() {
-  if (remaining() < 1) return short_read(1);
-  return data_[pos_++];
-}
-
-Result<std::uint8_t> ByteReader::peek_u8() const {
-  if (remaining() < 1) return short_read(1);
-  return data_[pos_];
-}
-
-#define DASKCAPS_FIXED_READ(name, type, loader)            \
-  Result<type> ByteReader::name() {                         \
-    if (remaining() < sizeof(type)) return short_read(sizeof(type)); \
-    type v = loader<type>(data_.data() + pos_);             \
-    pos_ += sizeof(type);                                   \
-    return v;                                               \
-  }
-DASKCAPS_FIXED_READ(u16_le, std::uint16_t, load_le)
-DASKCAPS_FIXED_READ(u16_be, std::uint16_t, load_be)
-DASKCAPS_FIXED_READ(u32_le, std::uint32_t, load_le)
-DASKCAPS_FIXED_READ(u32_be, std::uint32_t, load_be)
-DASKCAPS_FIXED_READ(u64_le, std::uint64_t, load_le)
-DASKCAPS_FIXED_READ(u64_be, std::uint64_t, load_be)
-#undef DASKCAPS_FIXED_READ
-
 Result<float> ByteReader::f32_be() {
   auto bits = u32_be();
   if (!bits) return std::move(bits).error();
@@ -67,13 +27,6 @@ Result<double> ByteReader::f64_be() {
   auto bits = u64_be();
   if (!bits) return std::move(bits).error();
   return std::bit_cast<double>(*bits);
-}
-
-Result<ByteSpan> ByteReader::bytes(std::uint64_t n) {
-  if (n > remaining()) return short_read(n);
-  ByteSpan out = data_.subspan(pos_, static_cast<std::size_t>(n));
-  pos_ += static_cast<std::size_t>(n);
-  return out;
 }
 
 Result<std::string_view> ByteReader::chars(std::uint64_t n) {

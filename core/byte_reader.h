@@ -32,14 +32,20 @@ class ByteReader {
   /// The unread bytes, without consuming them.
   ByteSpan rest() const { return data_.subspan(pos_); }
 
-  Result<std::uint8_t> u8();
-  Result<std::uint8_t> peek_u8() const;
-  Result<std::uint16_t> u16_le();
-  Result<std::uint16_t> u16_be();
-  Result<std::uint32_t> u32_le();
-  Result<std::uint32_t> u32_be();
-  Result<std::uint64_t> u64_le();
-  Result<std::uint64_t> u64_be();
+  Result<std::uint8_t> u8() {
+    if (remaining() < 1) [[unlikely]] return short_read(1);
+    return data_[pos_++];
+  }
+  Result<std::uint8_t> peek_u8() const {
+    if (remaining() < 1) [[unlikely]] return short_read(1);
+    return data_[pos_];
+  }
+  Result<std::uint16_t> u16_le() { return fixed<std::uint16_t, false>(); }
+  Result<std::uint16_t> u16_be() { return fixed<std::uint16_t, true>(); }
+  Result<std::uint32_t> u32_le() { return fixed<std::uint32_t, false>(); }
+  Result<std::uint32_t> u32_be() { return fixed<std::uint32_t, true>(); }
+  Result<std::uint64_t> u64_le() { return fixed<std::uint64_t, false>(); }
+  Result<std::uint64_t> u64_be() { return fixed<std::uint64_t, true>(); }
   Result<std::int8_t> i8() { return as_signed<std::int8_t>(u8()); }
   Result<std::int16_t> i16_be() { return as_signed<std::int16_t>(u16_be()); }
   Result<std::int32_t> i32_le() { return as_signed<std::int32_t>(u32_le()); }
@@ -51,7 +57,12 @@ class ByteReader {
 
   /// Consumes n bytes and returns a view of them. A count larger than what
   /// remains fails before anything is touched, whatever its size.
-  Result<ByteSpan> bytes(std::uint64_t n);
+  Result<ByteSpan> bytes(std::uint64_t n) {
+    if (n > remaining()) [[unlikely]] return short_read(n);
+    ByteSpan out = data_.subspan(pos_, static_cast<std::size_t>(n));
+    pos_ += static_cast<std::size_t>(n);
+    return out;
+  }
   Result<std::string_view> chars(std::uint64_t n);
   Status skip(std::uint64_t n);
   /// A child reader over the next n bytes (consumed from this one); its
@@ -70,6 +81,21 @@ class ByteReader {
 
  private:
   Error short_read(std::uint64_t wanted) const;
+  template <typename T, bool big_endian>
+  Result<T> fixed() {
+    if (remaining() < sizeof(T)) [[unlikely]] return short_read(sizeof(T));
+    const std::uint8_t* p = data_.data() + pos_;
+    T v = 0;
+    for (std::size_t i = 0; i < sizeof(T); ++i) {
+      if constexpr (big_endian) {
+        v = static_cast<T>((v << 8) | p[i]);
+      } else {
+        v |= static_cast<T>(static_cast<T>(p[i]) << (8 * i));
+      }
+    }
+    pos_ += sizeof(T);
+    return v;
+  }
   template <typename S, typename U>
   static Result<S> as_signed(Result<U> r) {
     if (!r) return std::move(r).error();

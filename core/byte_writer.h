@@ -34,12 +34,15 @@ class ByteWriter {
  private:
   template <typename T>
   void put_be(T v) {
-    for (int i = static_cast<int>(sizeof(T)) - 1; i >= 0; --i)
-      out_.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+    std::uint8_t b[sizeof(T)];
+    for (std::size_t i = 0; i < sizeof(T); ++i) b[i] = static_cast<std::uint8_t>(v >> (8 * (sizeof(T) - 1 - i)));
+    out_.insert(out_.end(), b, b + sizeof(T));
   }
   template <typename T>
   void put_le(T v) {
-    for (std::size_t i = 0; i < sizeof(T); ++i) out_.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+    std::uint8_t b[sizeof(T)];
+    for (std::size_t i = 0; i < sizeof(T); ++i) b[i] = static_cast<std::uint8_t>(v >> (8 * i));
+    out_.insert(out_.end(), b, b + sizeof(T));
   }
   Buffer& out_;
 };

@@ -106,56 +106,58 @@ class Decoder {
  public:
   Decoder(ByteReader& r, const Limits& limits) : r_(r), limits_(limits) {}
 
-  Result<Value> value(std::uint32_t depth) {
+  // Decodes one value into `out`. Each read goes through the bounded reader;
+  // the out-parameter keeps large values from being moved at every level.
+  Status value(Value& out, std::uint32_t depth) {
     const std::uint64_t at = r_.offset();
     auto tag = r_.u8();
     if (!tag) return std::move(tag).error();
     const std::uint8_t t = *tag;
-    if (t <= 0x7f) return Value::uinteger(t);
-    if (t >= 0xe0) return Value::integer(static_cast<std::int8_t>(t));
-    if (t >= 0x80 && t <= 0x8f) return map(t & 0x0f, depth, at);
-    if (t >= 0x90 && t <= 0x9f) return array(t & 0x0f, depth, at);
-    if (t >= 0xa0 && t <= 0xbf) return str(t & 0x1f, at);
+    if (t <= 0x7f) return set(out, Value::uinteger(t));
+    if (t >= 0xe0) return set(out, Value::integer(static_cast<std::int8_t>(t)));
+    if (t >= 0x80 && t <= 0x8f) return map(out, t & 0x0f, depth, at);
+    if (t >= 0x90 && t <= 0x9f) return array(out, t & 0x0f, depth, at);
+    if (t >= 0xa0 && t <= 0xbf) return str(out, t & 0x1f, at);
     switch (t) {
-      case 0xc0: return Value::nil();
-      case 0xc2: return Value::boolean(false);
-      case 0xc3: return Value::boolean(true);
-      case 0xc4: return with_len8(at, [&](std::uint64_t n) { return bin(n, at); });
-      case 0xc5: return with_len16(at, [&](std::uint64_t n) { return bin(n, at); });
-      case 0xc6: return with_len32(at, [&](std::uint64_t n) { return bin(n, at); });
-      case 0xc7: return with_len8(at, [&](std::uint64_t n) { return ext(n, at); });
-      case 0xc8: return with_len16(at, [&](std::uint64_t n) { return ext(n, at); });
-      case 0xc9: return with_len32(at, [&](std::uint64_t n) { return ext(n, at); });
+      case 0xc0: return set(out, Value::nil());
+      case 0xc2: return set(out, Value::boolean(false));
+      case 0xc3: return set(out, Value::boolean(true));
+      case 0xc4: return with_len<std::uint8_t>([&](std::uint64_t n) { return bin(out, n); });
+      case 0xc5: return with_len<std::uint16_t>([&](std::uint64_t n) { return bin(out, n); });
+      case 0xc6: return with_len<std::uint32_t>([&](std::uint64_t n) { return bin(out, n); });
+      case 0xc7: return with_len<std::uint8_t>([&](std::uint64_t n) { return ext(out, n); });
+      case 0xc8: return with_len<std::uint16_t>([&](std::uint64_t n) { return ext(out, n); });
+      case 0xc9: return with_len<std::uint32_t>([&](std::uint64_t n) { return ext(out, n); });
       case 0xca: {
         auto f = r_.f32_be();
         if (!f) return std::move(f).error();
-        return Value::float32(*f);
+        return set(out, Value::float32(*f));
       }
       case 0xcb: {
         auto f = r_.f64_be();
         if (!f) return std::move(f).error();
-        return Value::float64(*f);
+        return set(out, Value::float64(*f));
       }
-      case 0xcc: return unsigned_int(r_.u8());
-      case 0xcd: return unsigned_int(r_.u16_be());
-      case 0xce: return unsigned_int(r_.u32_be());
-      case 0xcf: return unsigned_int(r_.u64_be());
-      case 0xd0: return signed_int(r_.i8());
-      case 0xd1: return signed_int(r_.i16_be());
-      case 0xd2: return signed_int(r_.i32_be());
-      case 0xd3: return signed_int(r_.i64_be());
-      case 0xd4: return ext(1, at);
-      case 0xd5: return ext(2, at);
-      case 0xd6: return ext(4, at);
-      case 0xd7: return ext(8, at);
-      case 0xd8: return ext(16, at);
-      case 0xd9: return with_len8(at, [&](std::uint64_t n) { return str(n, at); });
-      case 0xda: return with_len16(at, [&](std::uint64_t n) { return str(n, at); });
-      case 0xdb: return with_len32(at, [&](std::uint64_t n) { return str(n, at); });
-      case 0xdc: return with_len16(at, [&](std::uint64_t n) { return array(n, depth, at); });
-      case 0xdd: return with_len32(at, [&](std::uint64_t n) { return array(n, depth, at); });
-      case 0xde: return with_len16(at, [&](std::uint64_t n) { return map(n, depth, at); });
-      case 0xdf: return with_len32(at, [&](std::uint64_t n) { return map(n, depth, at); });
+      case 0xcc: return unsigned_int(out, r_.u8());
+      case 0xcd: return unsigned_int(out, r_.u16_be());
+      case 0xce: return unsigned_int(out, r_.u32_be());
+      case 0xcf: return unsigned_int(out, r_.u64_be());
+      case 0xd0: return signed_int(out, r_.i8());
+      case 0xd1: return signed_int(out, r_.i16_be());
+      case 0xd2: return signed_int(out, r_.i32_be());
+      case 0xd3: return signed_int(out, r_.i64_be());
+      case 0xd4: return ext(out, 1);
+      case 0xd5: return ext(out, 2);
+      case 0xd6: return ext(out, 4);
+      case 0xd7: return ext(out, 8);
+      case 0xd8: return ext(out, 16);
+      case 0xd9: return with_len<std::uint8_t>([&](std::uint64_t n) { return str(out, n, at); });
+      case 0xda: return with_len<std::uint16_t>([&](std::uint64_t n) { return str(out, n, at); });
+      case 0xdb: return with_len<std::uint32_t>([&](std::uint64_t n) { return str(out, n, at); });
+      case 0xdc: return with_len<std::uint16_t>([&](std::uint64_t n) { return array(out, n, depth, at); });
+      case 0xdd: return with_len<std::uint32_t>([&](std::uint64_t n) { return array(out, n, depth, at); });
+      case 0xde: return with_len<std::uint16_t>([&](std::uint64_t n) { return map(out, n, depth, at); });
+      case 0xdf: return with_len<std::uint32_t>([&](std::uint64_t n) { return map(out, n, depth, at); });
       default:
         return ByteReader::error_at(Errc::bad_opcode,
                                     "msgpack type byte 0x" + hex_byte(t) + " is not used", at);
@@ -163,60 +165,56 @@ class Decoder {
   }
 
  private:
+  static Status set(Value& out, Value v) {
+    out = std::move(v);
+    return {};
+  }
   static std::string hex_byte(std::uint8_t b) {
     char buf[4];
     std::snprintf(buf, sizeof buf, "%02x", b);
     return buf;
   }
 
-  template <typename F>
-  Result<Value> with_len8(std::uint64_t, F&& f) {
-    auto n = r_.u8();
-    if (!n) return std::move(n).error();
-    return f(*n);
-  }
-  template <typename F>
-  Result<Value> with_len16(std::uint64_t, F&& f) {
-    auto n = r_.u16_be();
-    if (!n) return std::move(n).error();
-    return f(*n);
-  }
-  template <typename F>
-  Result<Value> with_len32(std::uint64_t, F&& f) {
-    auto n = r_.u32_be();
+  template <typename Len, typename F>
+  Status with_len(F&& f) {
+    Result<Len> n = [&]() -> Result<Len> {
+      if constexpr (sizeof(Len) == 1) return r_.u8();
+      else if constexpr (sizeof(Len) == 2) return r_.u16_be();
+      else return r_.u32_be();
+    }();
     if (!n) return std::move(n).error();
     return f(*n);
   }
 
   template <typename T>
-  static Result<Value> unsigned_int(Result<T> r) {
+  static Status unsigned_int(Value& out, Result<T> r) {
     if (!r) return std::move(r).error();
-    return Value::uinteger(*r);
+    return set(out, Value::uinteger(*r));
   }
   template <typename T>
-  static Result<Value> signed_int(Result<T> r) {
+  static Status signed_int(Value& out, Result<T> r) {
     if (!r) return std::move(r).error();
-    return Value::integer(*r);
+    return set(out, Value::integer(*r));
   }
 
-  Result<Value> str(std::uint64_t n, std::uint64_t at) {
+  Status str(Value& out, std::uint64_t n, std::uint64_t at) {
     auto s = r_.chars(n);
     if (!s) return std::move(s).error();
     if (!is_valid_utf8(*s))
       return ByteReader::error_at(Errc::bad_value, "msgpack str is not valid UTF-8", at);
-    return Value::str(std::string(*s));
+    return set(out, Value::str(std::string(*s)));
   }
-  Result<Value> bin(std::uint64_t n, std::uint64_t) {
+  Status bin(Value& out, std::uint64_t n) {
     auto b = r_.bytes(n);
     if (!b) return std::move(b).error();
-    return Value::bin(Buffer(b->begin(), b->end()));
+    return set(out, Value::bin(Buffer(b->begin(), b->end())));
   }
-  Result<Value> ext(std::uint64_t n, std::uint64_t) {
+  Status ext(Value& out, std::uint64_t n) {
     auto type = r_.i8();
     if (!type) return std::move(type).error();
     auto b = r_.bytes(n);
     if (!b) return std::move(b).error();
-    return Value::ext(*type, Buffer(b->begin(), b->end()));
+    return set(out, Value::ext(*type, Buffer(b->begin(), b->end())));
   }
 
   Status check_container(std::uint64_t n, std::uint64_t min_bytes_each, std::uint32_t depth,
@@ -241,30 +239,23 @@ class Decoder {
     return {};
   }
 
-  Result<Value> array(std::uint64_t n, std::uint32_t depth, std::uint64_t at) {
-    if (auto st = check_container(n, 1, depth, at, "array"); !st) return std::move(st).error();
-    Array items;
-    items.reserve(static_cast<std::size_t>(n));
-    for (std::uint64_t i = 0; i < n; ++i) {
-      auto v = value(depth + 1);
-      if (!v) return std::move(v).error();
-      items.push_back(std::move(*v));
+  Status array(Value& out, std::uint64_t n, std::uint32_t depth, std::uint64_t at) {
+    if (auto st = check_container(n, 1, depth, at, "array"); !st) return st;
+    out = Value::array(Array(static_cast<std::size_t>(n)));
+    for (Value& item : out.as_array()) {
+      if (auto st = value(item, depth + 1); !st) return st;
     }
-    return Value::array(std::move(items));
+    return {};
   }
 
-  Result<Value> map(std::uint64_t n, std::uint32_t depth, std::uint64_t at) {
-    if (auto st = check_container(n, 2, depth, at, "map"); !st) return std::move(st).error();
-    Map entries;
-    entries.reserve(static_cast<std::size_t>(n));
-    for (std::uint64_t i = 0; i < n; ++i) {
-      auto k = value(depth + 1);
-      if (!k) return std::move(k).error();
-      auto v = value(depth + 1);
-      if (!v) return std::move(v).error();
-      entries.emplace_back(std::move(*k), std::move(*v));
+  Status map(Value& out, std::uint64_t n, std::uint32_t depth, std::uint64_t at) {
+    if (auto st = check_container(n, 2, depth, at, "map"); !st) return st;
+    out = Value::map(Map(static_cast<std::size_t>(n)));
+    for (auto& [k, v] : out.as_map()) {
+      if (auto st = value(k, depth + 1); !st) return st;
+      if (auto st = value(v, depth + 1); !st) return st;
     }
-    return Value::map(std::move(entries));
+    return {};
   }
 
   ByteReader& r_;
@@ -429,7 +420,9 @@ void repr_into(std::string& out, const Value& v, std::size_t max_bytes) {
 
 Result<Value> decode(ByteReader& reader, const Limits& limits) {
   Decoder d(reader, limits);
-  return d.value(0);
+  Value out;
+  if (auto st = d.value(out, 0); !st) return std::move(st).error();
+  return out;
 }
 
 Result<Value> decode_all(ByteSpan bytes, const Limits& limits, std::uint64_t base) {
@@ -480,6 +473,7 @@ void encode(const Value& v, ByteWriter& out) {
 
 Buffer encode(const Value& value) {
   Buffer out;
+  out.reserve(64);
   ByteWriter w(out);
   encode(value, w);
   return out;

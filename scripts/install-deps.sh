@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what dask-caps needs on Debian 12, from Debian's packages only.
+# Runs as root (or through sudo); installs only what is missing.
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential cmake ninja-build pkg-config git
+  # libraries
+  libcli11-dev nlohmann-json3-dev liblz4-dev libzstd-dev libsnappy-dev zlib1g-dev
+  doctest-dev libmsgpack-cxx-dev libssl-dev
+  # the reference implementation the end-to-end tests run against
+  python3-distributed python3-lz4 python3-zstandard python3-snappy python3-numpy python3-pandas
+  # tests: certificates, captures, fuzzing
+  openssl tcpdump clang libclang-rt-14-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: everything is installed"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
