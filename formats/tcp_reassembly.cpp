@@ -194,6 +194,24 @@ TcpStream::AddResult TcpStream::add(std::uint32_t seq, ByteSpan payload, std::ui
   return result;
 }
 
+void TcpStream::acknowledged(std::uint32_t ack) {
+  if (!started_ || finished_) return;
+  const std::uint32_t next_seq = seq0_ + static_cast<std::uint32_t>(next_);
+  const std::int64_t rel = static_cast<std::int32_t>(ack - next_seq);
+  if (rel <= 0) return;
+  std::uint64_t upto = next_ + static_cast<std::uint64_t>(rel);
+  if (fin_at_) upto = std::min(upto, *fin_at_);  // the FIN takes a sequence number, not a byte
+  while (next_ < upto) {
+    if (!pending_.empty() && pending_.begin()->first <= next_) {
+      deliver_ready();
+      continue;
+    }
+    const std::uint64_t stop = pending_.empty() ? upto : std::min(upto, pending_.begin()->first);
+    emit_gap(stop - next_);
+  }
+  deliver_ready();
+}
+
 void TcpStream::finish() {
   if (finished_) return;
   finished_ = true;
@@ -342,8 +360,9 @@ void start_side(TcpReassembler::Connection::Side& side, std::uint32_t isn, bool 
 }
 }  // namespace
 
-void TcpReassembler::end_connection(Connection& c, bool ended) {
+void TcpReassembler::end_connection(Connection& c, bool rst) {
   ConnectionInfo& info = infos_[c.id];
+  const bool ended = rst || (c.side[0].stream->fin_seen() && c.side[1].stream->fin_seen());
   for (int d = 0; d < 2; ++d) {
     auto& side = c.side[d];
     const Direction dir = static_cast<Direction>(d);
@@ -429,6 +448,9 @@ void TcpReassembler::add_segment(const pcap::TcpSegment& seg, const Key& key, do
   auto& side = conn->side[d];
   auto& other = conn->side[1 - d];
 
+  // What this side acknowledges ends the holes of the other direction.
+  if (ack && !syn) other.stream->acknowledged(seg.ack);
+
   std::uint32_t data_seq = seg.seq;
   bool carries = !seg.payload.empty() || seg.wire_payload_length > 0 || fin;
   if (syn) {
@@ -442,7 +464,11 @@ void TcpReassembler::add_segment(const pcap::TcpSegment& seg, const Key& key, do
     // The SYN-ACK acknowledges the client's ISN: the client's data starts there.
     if (ack && !other.stream->started()) start_side(other, seg.ack - 1, true, limits_);
   }
-  if (!carries) return;
+  if (!carries) {
+    info.bytes[1 - d] = other.stream->delivered_bytes();
+    info.lost[1 - d] = other.stream->lost_bytes();
+    return;
+  }
   if (!side.stream->started()) {
     // Mid-stream: the first byte seen is offset 0, and the extractor
     // resynchronises. A bare FIN starts it too, so the direction can end.
@@ -458,8 +484,10 @@ void TcpReassembler::add_segment(const pcap::TcpSegment& seg, const Key& key, do
     ++side.conflicts;
     side.conflict_bytes += r.conflict_bytes;
   }
-  info.bytes[d] = side.stream->delivered_bytes();
-  info.lost[d] = side.stream->lost_bytes();
+  for (int k = 0; k < 2; ++k) {
+    info.bytes[k] = conn->side[k].stream->delivered_bytes();
+    info.lost[k] = conn->side[k].stream->lost_bytes();
+  }
 }
 
 void TcpReassembler::after_segment(const Key& key, bool rst) {
@@ -467,13 +495,13 @@ void TcpReassembler::after_segment(const Key& key, bool rst) {
   if (it == active_.end()) return;
   Connection& c = *it->second;
   if (rst || (c.side[0].stream->fin_reached() && c.side[1].stream->fin_reached()))
-    close_connection(key, true);
+    close_connection(key, rst);
 }
 
-void TcpReassembler::close_connection(const Key& key, bool ended) {
+void TcpReassembler::close_connection(const Key& key, bool rst) {
   auto it = active_.find(key);
   if (it == active_.end()) return;
-  end_connection(*it->second, ended);
+  end_connection(*it->second, rst);
   active_.erase(it);
 }
 

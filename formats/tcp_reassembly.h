@@ -17,12 +17,16 @@
 //     differs is counted as a conflict. Delivered bytes are remembered
 //     (history_bytes) so late retransmissions can be compared too.
 //   - A hole that is never filled becomes gap(n) on the extractor (which
-//     drops its partial message and resynchronises) when the window
-//     overflows or the stream is finished. Bytes a snapshot length cut off a
-//     packet are holes known at once: they become gaps when reached.
-//   - FIN ends a direction once every byte before it is in; RST ends both.
-//     A connection ends when both directions have ended or at RST; then its
-//     holes are flushed as gaps and its buffers released.
+//     drops its partial message and resynchronises) as soon as the receiver
+//     acknowledges past it (it got bytes the capture missed: a capture drop),
+//     else when the window overflows or the stream is finished. Bytes a
+//     snapshot length cut off a packet are holes known at once: they become
+//     gaps when reached.
+//   - FIN ends a direction once every byte before it is in (or given up as
+//     lost); RST ends both. A connection is closed when both directions have
+//     ended or at RST; then its holes are flushed as gaps and its buffers
+//     released. Connections still open at the end of the capture are
+//     flushed the same way.
 //   - A new SYN (without ACK) on a 4-tuple that was seen before, with another
 //     ISN, starts a new connection with a new id; a SYN with the same ISN is a
 //     retransmission.
@@ -106,12 +110,18 @@ class TcpStream {
   /// is lost), `fin` when it carries FIN (at seq + wire_length).
   AddResult add(std::uint32_t seq, ByteSpan payload, std::uint32_t wire_length, bool fin);
 
+  /// The receiver acknowledged every byte before sequence number `ack`:
+  /// bytes before it that the capture lacks were received but not captured
+  /// and will never come, so they become gaps now (up to the FIN, if known).
+  void acknowledged(std::uint32_t ack);
+
   /// No more segments: holes become gaps, everything buffered is delivered
   /// in order. The stream then accepts nothing more.
   void finish();
 
   /// FIN seen and every byte before it delivered.
   bool fin_reached() const { return fin_at_ && next_ >= *fin_at_; }
+  bool fin_seen() const { return fin_at_.has_value(); }
   bool finished() const { return finished_; }
   std::uint64_t next_offset() const { return next_; }
   std::uint64_t delivered_bytes() const { return delivered_; }
@@ -161,7 +171,7 @@ struct ConnectionInfo {
   std::uint64_t skipped[2] = {0, 0};   // bytes in no message: lost + resync + unfinished tail
   std::uint64_t lost[2] = {0, 0};      // of those, bytes missing from the capture
   std::uint64_t messages[2] = {0, 0};  // messages extracted
-  bool ended = false;                  // FIN both ways or RST seen
+  bool ended = false;                  // FIN seen both ways, or RST
 };
 
 /// One message with the connection and direction it travelled on.
@@ -215,9 +225,9 @@ class TcpReassembler {
                    std::uint64_t packet_offset);
   // Ends the connection at RST, or once both directions reached their FIN.
   void after_segment(const Key& key, bool rst);
-  // Flushes and releases an open connection; `ended`: FIN both ways or RST.
-  void close_connection(const Key& key, bool ended);
-  void end_connection(Connection& c, bool ended);
+  // Flushes and releases an open connection.
+  void close_connection(const Key& key, bool rst);
+  void end_connection(Connection& c, bool rst);
   std::string describe(const Connection& c, Direction d) const;
 
   friend class DirectionSink;

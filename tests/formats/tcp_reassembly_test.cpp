@@ -438,11 +438,65 @@ TEST_CASE("tcp_reassembly: a lost segment drops its message, the next ones are f
   const ConnectionInfo& info = r.connections[0];
   CHECK(info.lost[0] == 1000);
   CHECK(info.skipped[0] == victim.size());
-  CHECK(!info.ended);  // the client's FIN is never reached: the hole stays
+  CHECK(info.ended);  // the server's ACK of the client's FIN gave the hole up
   REQUIRE(r.warnings.size() == 1);
   CHECK(r.warnings[0].find("1000 missing from the capture") != std::string::npos);
   for (const auto& m : r.messages)
     if (op_of(m) == "survivor") CHECK(m.message.skipped_before == victim.size());
+}
+
+TEST_CASE("tcp_reassembly: an acknowledgement past a hole makes it a gap at once") {
+  Recorder rec;
+  TcpStream s({}, rec);
+  s.start(1000);
+  add(s, 1000, "ab");
+  add(s, 1005, "fg");
+  s.acknowledged(1001);  // behind what we have: nothing to do
+  s.acknowledged(1000);
+  CHECK(rec.text == "ab");
+  s.acknowledged(1004);  // the receiver got bytes 2..3 that the capture lacks
+  CHECK(rec.text == "ab??");
+  s.acknowledged(1009);  // 4 is lost too; 5..6 are here; 7..8 lost
+  CHECK(rec.text == "ab???fg??");
+  CHECK(s.lost_bytes() == 5);
+  add(s, 1009, "j", true);  // FIN at offset 10
+  s.acknowledged(1011);     // the ACK of the FIN covers no byte
+  CHECK(rec.text == "ab???fg??j");
+  CHECK(s.fin_reached());
+  // Sequence numbers wrap for acknowledgements too.
+  Recorder rec2;
+  TcpStream w({}, rec2);
+  w.start(0xfffffffe);
+  add(w, 0x00000001, "d");
+  w.acknowledged(0x00000002);
+  CHECK(rec2.text == "???d");
+}
+
+TEST_CASE("tcp_reassembly: a capture drop is given up when the receiver acknowledges it") {
+  Conversation c;
+  c.open();
+  c.send(true, dask_handshake());
+  c.send(false, dask_handshake());
+  const std::size_t lost = c.send(true, dask_op("dropped", 3000), 1000);
+  c.send(true, dask_op("after-drop"));
+  c.segments.push_back(c.make(false, kAck));  // the server acknowledges everything
+  const std::size_t ack_at = c.segments.size() - 1;
+  c.send(false, dask_op("reply"));
+  std::vector<Segment> segs = c.segments;
+  segs.erase(segs.begin() + static_cast<std::ptrdiff_t>(lost + 1));
+  TcpReassembler r({}, {});
+  std::vector<std::string> seen;
+  for (std::size_t i = 0; i < segs.size(); ++i) {
+    r.add(to_tcp(segs[i]), static_cast<double>(i), i);
+    while (r.has_message()) {
+      CaptureMessage m = r.take_message();
+      if (op_of(m) == "after-drop") CHECK(m.timestamp == static_cast<double>(ack_at - 1));
+      seen.push_back(op_of(m));
+    }
+  }
+  // Out before the end of the capture, in capture order.
+  CHECK(seen == std::vector<std::string>{"handshake", "handshake", "after-drop", "reply"});
+  CHECK(r.connections()[0].lost[0] == 1000);
 }
 
 TEST_CASE("tcp_reassembly: a small window gives up a hole early and keeps streaming") {
