@@ -9,5 +9,6 @@ class App;
 namespace daskcaps::cli {
 
 void add_inspect(CLI::App& app, int& exit_code);
+void add_probe(CLI::App& app, int& exit_code);
 
 }  // namespace daskcaps::cli

@@ -1,0 +1,384 @@
+"""End-to-end tests of `dask-caps probe` against the real Dask on this host.
+
+Run by /usr/bin/python3 (Debian's python3-distributed 2022.12.1 with lz4,
+zstandard, snappy, numpy). CTest sets DASK_CAPS (the binary),
+DASKCAPS_SOURCE_DIR and DASKCAPS_BUILD_DIR.
+
+What is proven here:
+  - `probe --json` reports what this very interpreter reports about itself
+    (version, pickle protocol, dask/distributed versions, importable codecs,
+    package versions);
+  - its `handshake` is byte for byte the handshake a real
+    `distributed.comm.listen` listener writes on a fresh connection, read
+    with a raw socket, for compression auto (lz4), zstd, False and None;
+  - the GPU part lists exactly the devices of a stand-in CUDA driver, and
+    says why when its cuInit fails;
+  - the exit codes and the atomic `-o FILE`.
+Every process started here is stopped by its PID.
+"""
+
+import importlib
+import json
+import os
+import pickle
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import msgpack
+
+DASK_CAPS = os.environ.get("DASK_CAPS", "")
+BUILD_DIR = os.environ.get("DASKCAPS_BUILD_DIR", "")
+FAKE_CUDA = os.path.join(BUILD_DIR, "tests", "helpers", "libfake_cuda.so")
+TIMEOUT = 120
+
+# A real Dask listener: prints its address, then serves until killed. Each
+# connection gets Dask's own handshake (Listener.on_connection) first.
+LISTENER = r"""
+import asyncio
+from distributed.comm import listen
+
+async def handle(comm):
+    try:
+        await comm.read()
+    except Exception:
+        pass
+    await comm.close()
+
+async def main():
+    listener = listen("tcp://127.0.0.1:0", handle)
+    await listener.start()
+    print(listener.contact_address, flush=True)
+    await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+def env_with(**changes):
+    env = dict(os.environ)
+    for key, value in changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def run_caps(*args, env=None):
+    return subprocess.run(
+        [DASK_CAPS, *args],
+        env=env if env is not None else os.environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        timeout=TIMEOUT,
+        text=True,
+    )
+
+
+def probe_json(*args, env=None):
+    proc = run_caps("probe", "--json", *args, env=env)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
+    assert proc.stderr == "", proc.stderr
+    return json.loads(proc.stdout)
+
+
+def recv_exactly(sock, n):
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise AssertionError("listener closed after %d of %d bytes" % (len(data), n))
+        data += chunk
+    return data
+
+
+def read_dask_message(sock):
+    """One 2022.12 TCP message: u64 L, u64 n, n x u64 lengths, frames."""
+    total, count = struct.unpack("<QQ", recv_exactly(sock, 16))
+    lengths = struct.unpack("<%dQ" % count, recv_exactly(sock, 8 * count))
+    assert total == 8 + 8 * count + sum(lengths), (total, count, lengths)
+    return [recv_exactly(sock, n) for n in lengths]
+
+
+def write_dask_message(sock, frames):
+    header = struct.pack("<QQ", 8 + 8 * len(frames) + sum(map(len, frames)), len(frames))
+    header += struct.pack("<%dQ" % len(frames), *map(len, frames))
+    sock.sendall(header + b"".join(frames))
+
+
+def handshake_from_real_listener(compression_env):
+    """Starts a real Dask listener with DASK_DISTRIBUTED__COMM__COMPRESSION
+    set as given (None: unset), reads the handshake it writes on a raw
+    socket, answers with one of ours, and stops the listener."""
+    env = env_with(DASK_DISTRIBUTED__COMM__COMPRESSION=compression_env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LISTENER],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        address = proc.stdout.readline().strip()
+        if not address.startswith("tcp://"):
+            proc.kill()
+            raise AssertionError("listener did not start: %r %s" % (address, proc.stderr.read()))
+        host, port = address[len("tcp://"):].rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            frames = read_dask_message(sock)
+            assert len(frames) == 1, frames
+            ours = {"compression": None, "python": list(sys.version_info[:3]), "pickle-protocol": 5}
+            write_dask_message(sock, [msgpack.dumps(ours, use_bin_type=True)])
+        return frames[0]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def module_version(name):
+    try:
+        module = importlib.import_module(name)
+    except Exception:
+        return None
+    version = getattr(module, "__version__", None)
+    if version is None:
+        from importlib.metadata import version as dist_version
+
+        return dist_version({"snappy": "python-snappy"}.get(name, name))
+    return str(version)
+
+
+class ProbeAgainstPython(unittest.TestCase):
+    def test_python_part_is_what_python_says(self):
+        import dask
+        import distributed
+        from distributed.protocol import compression
+
+        doc = probe_json("--python", sys.executable)
+        self.assertEqual(list(doc)[0], "schema")
+        self.assertEqual(doc["schema"], "dask-caps.probe/1")
+        py = doc["python"]
+        self.assertEqual(py["executable"], sys.executable)
+        self.assertEqual(py["version"], ".".join(map(str, sys.version_info[:3])))
+        self.assertEqual(py["pickle-protocol"], pickle.HIGHEST_PROTOCOL)
+        self.assertEqual(py["dask"], dask.__version__)
+        self.assertEqual(py["distributed"], distributed.__version__)
+        self.assertEqual(py["compression-config"], dask.config.get("distributed.comm.compression"))
+        self.assertEqual(
+            py["compressions"], sorted(k for k in compression.compressions if isinstance(k, str))
+        )
+        for name in ("numpy", "cupy", "lz4", "zstandard", "snappy", "msgpack", "cloudpickle"):
+            self.assertEqual(py["packages"][name], module_version(name), name)
+        self.assertIsNone(doc["python-error"])
+
+    def test_default_interpreter_is_usr_bin_python3(self):
+        doc = probe_json()
+        self.assertEqual(doc["python"]["executable"], "/usr/bin/python3")
+
+    def test_codecs_and_pickle_protocols(self):
+        doc = probe_json("--no-python")
+        self.assertEqual([c["name"] for c in doc["codecs"]], ["lz4", "snappy", "zstd", "zlib"])
+        for codec in doc["codecs"]:
+            self.assertTrue(codec["version"], codec)
+            self.assertTrue(codec["read"] and codec["write"], codec)
+        self.assertEqual(doc["pickle-protocols"], {"read": [0, 1, 2, 3, 4, 5], "write": [0, 1, 2, 3, 4, 5]})
+        self.assertIsNone(doc["python"])
+        self.assertIsNone(doc["python-error"])
+        self.assertIsNone(doc["handshake"])
+        self.assertEqual(doc["capabilities"]["codecs"], ["lz4", "snappy", "zstd", "zlib"])
+        self.assertEqual(doc["capabilities"]["max-pickle-protocol"], 5)
+
+
+class HandshakeAgainstRealListener(unittest.TestCase):
+    """The handshake probe reports is the one a real Dask listener sends."""
+
+    def check(self, compression_env, expected_compression, expected_codecs):
+        wire = handshake_from_real_listener(compression_env)
+        doc = probe_json(env=env_with(DASK_DISTRIBUTED__COMM__COMPRESSION=compression_env))
+        handshake = doc["handshake"]
+        # Same dict, same key order, same bytes on the wire.
+        self.assertEqual(list(handshake), ["compression", "python", "pickle-protocol"])
+        self.assertEqual(msgpack.dumps(handshake, use_bin_type=True), wire)
+        decoded = msgpack.loads(wire, raw=False)
+        self.assertEqual(handshake, decoded)
+        # And it is what spec §2.3 says for this configuration.
+        self.assertIs(type(handshake["compression"]), type(expected_compression))
+        self.assertEqual(handshake["compression"], expected_compression)
+        self.assertEqual(handshake["python"], list(sys.version_info[:3]))
+        self.assertEqual(handshake["pickle-protocol"], pickle.HIGHEST_PROTOCOL)
+        self.assertEqual(doc["python"]["compression"], expected_compression)
+        self.assertEqual(doc["capabilities"]["codecs"], expected_codecs)
+        return doc
+
+    def test_auto_resolves_to_lz4(self):
+        doc = self.check(None, "lz4", ["lz4", "snappy", "zstd", "zlib"])
+        self.assertEqual(doc["python"]["compression-config"], "auto")
+
+    def test_zstd(self):
+        doc = self.check("zstd", "zstd", ["zstd", "lz4", "snappy", "zlib"])
+        self.assertEqual(doc["python"]["compression-config"], "zstd")
+
+    def test_false_is_sent_as_false(self):
+        doc = self.check("False", False, ["lz4", "snappy", "zstd", "zlib"])
+        self.assertIs(doc["python"]["compression-config"], False)
+
+    def test_none_is_sent_as_nil(self):
+        doc = self.check("None", None, ["lz4", "snappy", "zstd", "zlib"])
+        self.assertIsNone(doc["python"]["compression-config"])
+
+
+class GpuWithStandInDriver(unittest.TestCase):
+    def setUp(self):
+        self.assertTrue(os.path.exists(FAKE_CUDA), FAKE_CUDA)
+
+    def fake_env(self, **extra):
+        clean = {k: None for k in os.environ if k.startswith("FAKE_CUDA_")}
+        return env_with(DASKCAPS_CUDA_DRIVER=FAKE_CUDA, **clean, **extra)
+
+    def test_devices_are_reported_exactly(self):
+        doc = probe_json("--no-python", env=self.fake_env(FAKE_CUDA_NAME_1="Tesla T4", FAKE_CUDA_CC_1="7.5"))
+        self.assertEqual(
+            doc["gpu"],
+            {
+                "available": True,
+                "driver": "12.4",
+                "devices": [
+                    {"index": 0, "name": "Fake H200", "compute-capability": "9.0", "memory-bytes": 150000000000},
+                    {"index": 1, "name": "Tesla T4", "compute-capability": "7.5", "memory-bytes": 24000000000},
+                ],
+                "error": None,
+            },
+        )
+        self.assertTrue(doc["capabilities"]["gpu"])
+        text = run_caps("probe", "--no-python", env=self.fake_env()).stdout
+        self.assertIn("CUDA driver 12.4, 2 devices", text)
+        self.assertIn("0  Fake H200  compute 9.0  139.7 GiB", text)
+
+    def test_cuinit_failure_says_why(self):
+        doc = probe_json("--no-python", env=self.fake_env(FAKE_CUDA_INIT_RESULT="100"))
+        self.assertEqual(
+            doc["gpu"],
+            {
+                "available": False,
+                "driver": None,
+                "devices": [],
+                "error": "cuInit failed: CUDA_ERROR_NO_DEVICE (100): no CUDA-capable device is detected",
+            },
+        )
+        self.assertFalse(doc["capabilities"]["gpu"])
+
+    def test_missing_driver_says_why(self):
+        doc = probe_json("--no-python", env=env_with(DASKCAPS_CUDA_DRIVER="/nonexistent/libcuda.so.1"))
+        self.assertFalse(doc["gpu"]["available"])
+        self.assertEqual(
+            doc["gpu"]["error"], "/nonexistent/libcuda.so.1: cannot open shared object file: No such file or directory"
+        )
+
+
+class ExitCodes(unittest.TestCase):
+    def assert_fails(self, proc, code, stderr_start):
+        self.assertEqual(proc.returncode, code, proc.stderr)
+        self.assertEqual(proc.stdout, "")
+        lines = proc.stderr.splitlines()
+        self.assertEqual(len(lines), 1, proc.stderr)
+        self.assertTrue(lines[0].startswith(stderr_start), lines[0])
+
+    def test_named_python_without_distributed_is_bad_input(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            # An interpreter that runs but cannot import distributed: -S
+            # drops dist-packages. A wrapper script keeps it one executable.
+            wrapper = os.path.join(tmp, "python-no-site")
+            with open(wrapper, "w") as f:
+                f.write("#!/bin/sh\nexec %s -S \"$@\"\n" % sys.executable)
+            os.chmod(wrapper, 0o755)
+            proc = run_caps("probe", "--python", wrapper)
+            self.assert_fails(proc, 3, "dask-caps: --python: %s: cannot import dask" % wrapper)
+
+    def test_named_non_python_is_bad_input(self):
+        self.assert_fails(
+            run_caps("probe", "--python", "/bin/true"),
+            3,
+            "dask-caps: --python: /bin/true: not a Python interpreter",
+        )
+        self.assert_fails(
+            run_caps("probe", "--python", "/nonexistent/python3"),
+            3,
+            "dask-caps: --python: /nonexistent/python3: cannot run: No such file or directory",
+        )
+
+    def test_unknown_configured_codec(self):
+        env = env_with(DASK_DISTRIBUTED__COMM__COMPRESSION="brotli")
+        # Named: the interpreter cannot run Dask, exit 3 with Dask's reason.
+        self.assert_fails(
+            run_caps("probe", "--python", sys.executable, env=env),
+            3,
+            "dask-caps: --python: %s: cannot import distributed: ValueError: Default compression 'brotli' not found"
+            % sys.executable,
+        )
+        # Automatic: the host is probed, python is null with the reason.
+        doc = probe_json(env=env)
+        self.assertIsNone(doc["python"])
+        self.assertIsNone(doc["handshake"])
+        self.assertIn("Default compression 'brotli' not found", doc["python-error"])
+
+    def test_usage_errors_exit_2(self):
+        proc = run_caps("probe", "--python", sys.executable, "--no-python")
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertEqual(run_caps("probe", "--bogus").returncode, 2)
+
+
+class OutputFile(unittest.TestCase):
+    def test_writes_the_json_atomically(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            target = os.path.join(tmp, "host.json")
+            with open(target, "w") as f:
+                f.write("old")
+            proc = run_caps("probe", "--no-python", "-o", target)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertIn("codecs (this build)", proc.stdout)  # the report still prints
+            with open(target) as f:
+                written = json.load(f)
+            self.assertEqual(written, probe_json("--no-python"))
+            self.assertEqual(os.listdir(tmp), ["host.json"])  # no temporary file left
+            self.assertEqual(os.stat(target).st_mode & 0o777, 0o666 & ~current_umask())
+
+    def test_failure_leaves_nothing(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            target = os.path.join(tmp, "missing-dir", "host.json")
+            proc = run_caps("probe", "--no-python", "-o", target)
+            self.assertEqual(proc.returncode, 3, proc.stderr)
+            self.assertEqual(proc.stdout, "")
+            self.assertEqual(
+                proc.stderr.strip(),
+                "dask-caps: -o: %s: cannot create a temporary file beside it: No such file or directory" % target,
+            )
+            self.assertEqual(os.listdir(tmp), [])
+            # A directory in the way: the rename fails, the temp file goes.
+            target = os.path.join(tmp, "taken")
+            os.mkdir(target)
+            os.mkdir(os.path.join(target, "x"))
+            proc = run_caps("probe", "--no-python", "-o", target)
+            self.assertEqual(proc.returncode, 3, proc.stderr)
+            self.assertEqual(sorted(os.listdir(tmp)), ["taken"])
+
+
+def current_umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+if __name__ == "__main__":
+    if not DASK_CAPS or not os.path.exists(DASK_CAPS):
+        sys.exit("DASK_CAPS must name the dask-caps binary (CTest sets it)")
+    unittest.main(verbosity=2)
