@@ -1,0 +1,844 @@
+#include "core/pickle_vm.h"
+
+#include <bit>
+#include <cstring>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/pickle_ops.h"
+#include "core/pickle_tables.h"
+#include "core/pickle_text.h"
+
+namespace daskcaps::pickle {
+
+std::string_view kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::none: return "None";
+    case Kind::true_: return "True";
+    case Kind::false_: return "False";
+    case Kind::int_small:
+    case Kind::int_bytes:
+    case Kind::int_decimal: return "int";
+    case Kind::float_: return "float";
+    case Kind::str: return "str";
+    case Kind::bytes: return "bytes";
+    case Kind::string8: return "Python 2 str";
+    case Kind::bytearray: return "bytearray";
+    case Kind::tuple: return "tuple";
+    case Kind::list: return "list";
+    case Kind::dict: return "dict";
+    case Kind::set: return "set";
+    case Kind::frozenset: return "frozenset";
+    case Kind::global: return "global";
+    case Kind::reduce: return "REDUCE result";
+    case Kind::newobj: return "NEWOBJ result";
+    case Kind::newobj_ex: return "NEWOBJ_EX result";
+    case Kind::obj: return "OBJ result";
+    case Kind::inst: return "INST result";
+    case Kind::ext: return "extension";
+    case Kind::persid: return "persistent id";
+    case Kind::buffer: return "out-of-band buffer";
+    case Kind::readonly_view: return "read-only view";
+  }
+  return "?";
+}
+
+// ---- Graph ----------------------------------------------------------------
+
+Graph::Graph() {
+  nodes_.resize(3);
+  offsets_.resize(3, 0);
+  nodes_[kNoneId].kind = Kind::none;
+  nodes_[kTrueId].kind = Kind::true_;
+  nodes_[kFalseId].kind = Kind::false_;
+}
+
+double Graph::float_value(NodeId id) const { return std::bit_cast<double>(nodes_[id].x); }
+
+ByteSpan Graph::data(NodeId id) const {
+  const Node& n = nodes_[id];
+  if (n.kind == Kind::buffer) {
+    if (n.x >= buffers_.size()) return {};
+    return buffers_[n.x].data;
+  }
+  if (n.flags & kHeap) {
+    return ByteSpan(reinterpret_cast<const std::uint8_t*>(heap_.data()) + n.x, n.len);
+  }
+  return source_.subspan(n.x, n.len);
+}
+
+std::vector<NodeId> Graph::items(NodeId id) const {
+  std::vector<NodeId> out;
+  for (std::uint32_t s = nodes_[id].items; s != kEnd; s = segments_[s].next) {
+    const Segment& seg = segments_[s];
+    out.insert(out.end(), pool_.begin() + seg.off, pool_.begin() + seg.off + seg.count);
+  }
+  return out;
+}
+
+NodeId Graph::add_int(std::int64_t v, std::uint64_t offset) {
+  if (v >= -(std::int64_t{1} << 30) && v < (std::int64_t{1} << 30)) {
+    return 0x80000000u | (static_cast<std::uint32_t>(v) & 0x7FFFFFFFu);
+  }
+  NodeId id = add_node(Kind::int_small, kNoNode, kNoNode, kNoNode, offset);
+  nodes_[id].x = static_cast<std::uint64_t>(v);
+  return id;
+}
+
+NodeId Graph::add_float(double v, std::uint64_t offset) {
+  NodeId id = add_node(Kind::float_, kNoNode, kNoNode, kNoNode, offset);
+  nodes_[id].x = std::bit_cast<std::uint64_t>(v);
+  return id;
+}
+
+NodeId Graph::add_span(Kind kind, ByteSpan data, std::uint64_t offset) {
+  NodeId id = add_node(kind, kNoNode, kNoNode, kNoNode, offset);
+  Node& n = nodes_[id];
+  if (!data.empty() && source_.data() != nullptr && data.data() >= source_.data() &&
+      data.data() + data.size() <= source_.data() + source_.size()) {
+    n.x = static_cast<std::uint64_t>(data.data() - source_.data());
+    n.len = data.size();
+    return id;
+  }
+  n.flags |= kHeap;
+  n.x = heap_.size();
+  n.len = data.size();
+  heap_.append(as_chars(data));
+  return id;
+}
+
+NodeId Graph::add_owned(Kind kind, std::string_view data, std::uint64_t offset) {
+  NodeId id = add_node(kind, kNoNode, kNoNode, kNoNode, offset);
+  Node& n = nodes_[id];
+  n.flags |= kHeap;
+  n.x = heap_.size();
+  n.len = data.size();
+  heap_.append(data);
+  return id;
+}
+
+NodeId Graph::add_node(Kind kind, NodeId a, NodeId b, NodeId c, std::uint64_t offset) {
+  const auto id = static_cast<NodeId>(nodes_.size());
+  Node& n = nodes_.emplace_back();
+  n.kind = kind;
+  n.a = a;
+  n.b = b;
+  n.c = c;
+  offsets_.push_back(offset);
+  return id;
+}
+
+std::uint32_t Graph::new_chain(std::span<const NodeId> ids) {
+  const auto s = static_cast<std::uint32_t>(segments_.size());
+  Segment& seg = segments_.emplace_back();
+  seg.off = static_cast<std::uint32_t>(pool_.size());
+  seg.count = static_cast<std::uint32_t>(ids.size());
+  seg.tail = s;
+  seg.total = ids.size();
+  pool_.insert(pool_.end(), ids.begin(), ids.end());
+  return s;
+}
+
+void Graph::chain_append(std::uint32_t head, std::span<const NodeId> ids) {
+  const std::uint32_t tail = segments_[head].tail;
+  segments_[head].total += ids.size();
+  if (segments_[tail].off + segments_[tail].count == pool_.size()) {
+    // The chain's last run ends the pool: extend it in place.
+    segments_[tail].count += static_cast<std::uint32_t>(ids.size());
+    pool_.insert(pool_.end(), ids.begin(), ids.end());
+    return;
+  }
+  const auto s = static_cast<std::uint32_t>(segments_.size());
+  Segment seg;
+  seg.off = static_cast<std::uint32_t>(pool_.size());
+  seg.count = static_cast<std::uint32_t>(ids.size());
+  pool_.insert(pool_.end(), ids.begin(), ids.end());
+  segments_.push_back(seg);
+  segments_[tail].next = s;
+  segments_[head].tail = s;
+}
+
+void Graph::append_items(NodeId id, std::span<const NodeId> ids) {
+  if (ids.empty()) return;
+  if (nodes_[id].items == kEnd) {
+    const std::uint32_t head = new_chain(ids);
+    nodes_[id].items = head;
+  } else {
+    chain_append(nodes_[id].items, ids);
+  }
+}
+
+void Graph::add_op(NodeId id, OpKind kind, std::span<const NodeId> ids_or_node) {
+  const bool is_items = kind == OpKind::append || kind == OpKind::setitems || kind == OpKind::additems;
+  Node& n = nodes_[id];
+  if (is_items && n.ops != kEnd) {
+    Op& last = ops_[ops_[n.ops].tail];
+    if (last.kind == kind) {
+      chain_append(last.ref, ids_or_node);
+      return;
+    }
+  }
+  Op op;
+  op.kind = kind;
+  op.ref = is_items ? new_chain(ids_or_node) : ids_or_node[0];
+  const auto index = static_cast<std::uint32_t>(ops_.size());
+  ops_.push_back(op);
+  Node& node = nodes_[id];  // new_chain does not touch nodes_, but keep the reference fresh
+  if (node.ops == kEnd) {
+    node.ops = index;
+    ops_[index].tail = index;
+  } else {
+    ops_[ops_[node.ops].tail].next = index;
+    ops_[node.ops].tail = index;
+  }
+}
+
+void Graph::set_buffers(std::span<const OutOfBandBuffer> buffers, bool bound) {
+  buffers_.assign(buffers.begin(), buffers.end());
+  buffers_bound_ = bound;
+}
+
+// ---- the machine --------------------------------------------------------------
+
+namespace {
+
+bool is_call(Kind k) {
+  return k == Kind::reduce || k == Kind::newobj || k == Kind::newobj_ex || k == Kind::obj ||
+         k == Kind::inst;
+}
+
+// Kinds whose Python objects can take APPEND/SETITEM/ADDITEMS/BUILD at all.
+bool is_open(Kind k) {
+  switch (k) {
+    case Kind::list: case Kind::dict: case Kind::set: case Kind::bytearray: case Kind::global:
+    case Kind::reduce: case Kind::newobj: case Kind::newobj_ex: case Kind::obj: case Kind::inst:
+    case Kind::ext: case Kind::persid: case Kind::buffer: case Kind::readonly_view:
+      return true;
+    default:
+      return false;
+  }
+}
+
+constexpr std::uint64_t kDenseMemo = std::uint64_t{1} << 22;
+
+}  // namespace
+
+class Machine {
+ public:
+  Machine(ByteSpan pickle, const LoadOptions& options, const Limits& limits)
+      : pickle_(pickle), options_(options), limits_(limits) {
+    g_.set_source(pickle);
+    g_.set_buffers(options.buffers, options.bind_buffers);
+  }
+
+  Result<Graph> run();
+
+ private:
+  Error fail(const Instruction& in, Errc code, const std::string& what) {
+    return make_error(code, std::string(in.info->name) + ": " + what, in.offset);
+  }
+  Error underflow(const Instruction& in) { return fail(in, Errc::bad_value, "stack underflow"); }
+
+  std::size_t fence() const { return marks_.empty() ? 0 : marks_.back(); }
+
+  Status push(const Instruction& in, NodeId id) {
+    if (stack_.size() >= limits_.max_pickle_stack) {
+      return fail(in, Errc::limit_exceeded,
+                  "stack holds more than " + std::to_string(limits_.max_pickle_stack) + " entries");
+    }
+    stack_.push_back(id);
+    return {};
+  }
+  Result<NodeId> pop(const Instruction& in) {
+    if (stack_.size() <= fence()) return underflow(in);
+    NodeId id = stack_.back();
+    stack_.pop_back();
+    return id;
+  }
+  Result<NodeId> top(const Instruction& in) {
+    if (stack_.size() <= fence()) return underflow(in);
+    return stack_.back();
+  }
+  Result<std::size_t> pop_mark(const Instruction& in) {
+    if (marks_.empty()) return fail(in, Errc::bad_value, "no MARK on the stack");
+    const std::size_t m = marks_.back();
+    marks_.pop_back();
+    return m;
+  }
+  Status check_graph(const Instruction& in) {
+    if (g_.nodes_.size() >= 0x7FFFFFF0u || g_.pool_.size() >= 0xFFFFFFF0u - stack_.size()) {
+      return fail(in, Errc::limit_exceeded, "too many objects in one pickle");
+    }
+    return {};
+  }
+
+  void discard(NodeId id);
+  Status mutate(const Instruction& in, NodeId target, OpKind kind, std::span<const NodeId> ids);
+  Result<NodeId> make_global(const Instruction& in, std::string_view module, std::string_view name,
+                             bool from_text);
+  void note_global(std::string_view module, std::string_view name);
+  Result<NodeId> memo_get(const Instruction& in, std::uint64_t key);
+  Status memo_put(const Instruction& in, std::uint64_t key);
+  Status step(const Instruction& in, bool& stop);
+  NodeId reduce_node(NodeId fn, NodeId args, std::uint64_t at);
+
+  ByteSpan pickle_;
+  const LoadOptions& options_;
+  const Limits& limits_;
+  Graph g_;
+  std::vector<NodeId> stack_;
+  std::vector<std::size_t> marks_;
+  std::vector<NodeId> memo_dense_;
+  std::unordered_map<std::uint64_t, NodeId> memo_sparse_;
+  std::uint64_t memo_count_ = 0;
+  int proto_ = 0;  // what CPython's unpickler knows: PROTO's argument, else 0
+  std::unordered_map<std::string, NodeId> global_intern_;
+  std::unordered_map<std::string, NodeId> module_intern_;
+  std::unordered_set<std::string> globals_seen_;
+  std::size_t next_buffer_ = 0;
+  std::vector<NodeId> scratch_;
+};
+
+void Machine::discard(NodeId id) {
+  if (Graph::is_immediate(id)) return;
+  const Kind k = g_.nodes_[id].kind;
+  if (!is_call(k)) return;
+  // Hang the effect on the object it acts on: the first argument.
+  NodeId anchor = kNoNode;
+  if (k == Kind::obj || k == Kind::inst) {
+    const std::uint32_t head = g_.nodes_[id].items;
+    if (head != Graph::kEnd) anchor = g_.pool_[g_.segments_[head].off];
+  } else {
+    const NodeId args = g_.nodes_[id].b;
+    if (!Graph::is_immediate(args) && g_.nodes_[args].kind == Kind::tuple) {
+      const std::uint32_t head = g_.nodes_[args].items;
+      if (head != Graph::kEnd) anchor = g_.pool_[g_.segments_[head].off];
+    }
+  }
+  if (anchor != kNoNode && !Graph::is_immediate(anchor) && anchor < id && is_open(g_.nodes_[anchor].kind)) {
+    const NodeId one[1] = {id};
+    g_.add_op(anchor, OpKind::effect, one);
+  } else {
+    g_.effects_.push_back(id);
+  }
+}
+
+Status Machine::mutate(const Instruction& in, NodeId target, OpKind kind, std::span<const NodeId> ids) {
+  const Kind k = g_.kind(target);
+  const Kind own = kind == OpKind::append ? Kind::list : kind == OpKind::setitems ? Kind::dict
+                   : kind == OpKind::additems ? Kind::set : Kind::none;
+  if (k == own) {
+    g_.append_items(target, ids);
+    return {};
+  }
+  if (is_open(k)) {
+    g_.add_op(target, kind, ids);
+    return {};
+  }
+  if (kind == OpKind::build && ids[0] == kNoneId) return {};  // BUILD with None state does nothing
+  return fail(in, Errc::bad_value, "not applicable to " + std::string(kind_name(k)));
+}
+
+void Machine::note_global(std::string_view module, std::string_view name) {
+  std::string full;
+  full.reserve(module.size() + name.size() + 1);
+  full.append(module).push_back('.');
+  full.append(name);
+  if (globals_seen_.insert(full).second) g_.globals_.push_back(std::move(full));
+}
+
+Result<NodeId> Machine::make_global(const Instruction& in, std::string_view module, std::string_view name,
+                                    bool from_text) {
+  if (!text::is_utf8(as_bytes(module)) || !text::is_utf8(as_bytes(name))) {
+    return fail(in, Errc::bad_value, "module or name is not UTF-8");
+  }
+  auto mapped = proto_ < 3 ? tables::map_2to3(module, name) : tables::Global{module, name};
+  note_global(mapped.first, mapped.second);
+  std::string key;
+  key.reserve(mapped.first.size() + mapped.second.size() + 1);
+  key.append(mapped.first).push_back('\n');
+  key.append(mapped.second);
+  if (from_text) {
+    auto it = global_intern_.find(key);
+    if (it != global_intern_.end()) {
+      g_.nodes_[it->second].flags |= Graph::kShared;
+      return it->second;
+    }
+  }
+  NodeId m;
+  auto mit = module_intern_.find(std::string(mapped.first));
+  if (mit != module_intern_.end()) {
+    m = mit->second;
+  } else {
+    m = g_.add_span(Kind::str, as_bytes(mapped.first), in.offset);
+    module_intern_.emplace(std::string(mapped.first), m);
+  }
+  NodeId n = g_.add_span(Kind::str, as_bytes(mapped.second), in.offset);
+  NodeId id = g_.add_node(Kind::global, m, n, kNoNode, in.offset);
+  if (from_text) global_intern_.emplace(std::move(key), id);
+  return id;
+}
+
+Result<NodeId> Machine::memo_get(const Instruction& in, std::uint64_t key) {
+  NodeId id = kNoNode;
+  if (key < memo_dense_.size()) {
+    id = memo_dense_[key];
+  } else if (key >= kDenseMemo) {
+    auto it = memo_sparse_.find(key);
+    if (it != memo_sparse_.end()) id = it->second;
+  }
+  if (id == kNoNode) return fail(in, Errc::bad_value, "memo key " + std::to_string(key) + " was never stored");
+  if (!Graph::is_immediate(id)) g_.nodes_[id].flags |= Graph::kShared;
+  return id;
+}
+
+Status Machine::memo_put(const Instruction& in, std::uint64_t key) {
+  auto t = top(in);
+  if (!t) return std::move(t).error();
+  bool fresh;
+  if (key < kDenseMemo) {
+    if (key >= memo_dense_.size()) {
+      const std::size_t grown = std::min<std::size_t>(std::max<std::size_t>(key + 1, memo_dense_.size() * 2), kDenseMemo);
+      memo_dense_.resize(grown, kNoNode);
+    }
+    fresh = memo_dense_[key] == kNoNode;
+    memo_dense_[key] = *t;
+  } else {
+    fresh = memo_sparse_.insert_or_assign(key, *t).second;
+  }
+  if (fresh && ++memo_count_ > limits_.max_pickle_memo) {
+    return fail(in, Errc::limit_exceeded,
+                "memo holds more than " + std::to_string(limits_.max_pickle_memo) + " entries");
+  }
+  if (!Graph::is_immediate(*t)) g_.nodes_[*t].flags |= Graph::kMemoized;
+  return {};
+}
+
+// CPython writes some objects through REDUCE when the protocol has no opcode
+// for them: bytes below 3 (_codecs.encode(str, 'latin1'), bytes()), sets and
+// frozensets below 4 (set(list)), bytearray below 5 (bytearray(bytes)), and
+// a nested class below 4 (getattr(Outer, 'Inner')). Each of these calls has
+// exactly one possible result, so it is read as that object: what loading
+// and pickling again with a newer protocol gives.
+NodeId Machine::reduce_node(NodeId fn, NodeId args, std::uint64_t at) {
+  auto plain = [&](NodeId id, Kind k) {
+    return !Graph::is_immediate(id) && g_.nodes_[id].kind == k && g_.nodes_[id].ops == Graph::kEnd;
+  };
+  if (plain(fn, Kind::global) && plain(args, Kind::tuple)) {
+    const Graph::Node& f = g_.nodes_[fn];
+    const std::string_view module = g_.text(f.a), name = g_.text(f.b);
+    const std::vector<NodeId> items = g_.items(args);
+    if (module == "_codecs" && name == "encode" && items.size() == 2 && g_.kind(items[0]) == Kind::str &&
+        g_.kind(items[1]) == Kind::str && g_.text(items[1]) == "latin1") {
+      const std::string_view s = g_.text(items[0]);
+      std::string latin1;
+      latin1.reserve(s.size());
+      bool ok = true;
+      for (std::size_t i = 0; i < s.size() && ok;) {
+        const char32_t cp = text::next_code_point(s, i);
+        ok = cp < 256;
+        latin1.push_back(static_cast<char>(cp));
+      }
+      if (ok) return g_.add_owned(Kind::bytes, latin1, at);
+    } else if (module == "builtins") {
+      if ((name == "bytes" || name == "bytearray") && items.empty()) {
+        return g_.add_owned(name == "bytes" ? Kind::bytes : Kind::bytearray, {}, at);
+      }
+      if (name == "bytearray" && items.size() == 1 && g_.kind(items[0]) == Kind::bytes) {
+        const std::string copy(g_.text(items[0]));
+        return g_.add_owned(Kind::bytearray, copy, at);
+      }
+      if ((name == "set" || name == "frozenset") && items.size() == 1 && plain(items[0], Kind::list) &&
+          !(g_.nodes_[items[0]].flags & Graph::kShared)) {
+        const std::vector<NodeId> members = g_.items(items[0]);
+        NodeId id = g_.add_node(name == "set" ? Kind::set : Kind::frozenset, kNoNode, kNoNode, kNoNode, at);
+        g_.append_items(id, members);
+        return id;
+      }
+      if (name == "getattr" && items.size() == 2 && plain(items[0], Kind::global) && g_.kind(items[1]) == Kind::str &&
+          g_.text(items[1]).find('.') == std::string_view::npos) {
+        const Graph::Node& parent = g_.nodes_[items[0]];
+        const std::string qualname = std::string(g_.text(parent.b)) + "." + std::string(g_.text(items[1]));
+        const NodeId module_node = parent.a;
+        const NodeId name_node = g_.add_owned(Kind::str, qualname, at);
+        return g_.add_node(Kind::global, module_node, name_node, kNoNode, at);
+      }
+    }
+  }
+  return g_.add_node(Kind::reduce, fn, args, kNoNode, at);
+}
+
+Result<Graph> Machine::run() {
+  ByteReader r(pickle_);
+  bool stop = false;
+  stack_.reserve(64);
+  while (!stop) {
+    auto in = read_instruction(r);
+    if (!in) return std::move(in).error();
+    if (in->info->proto > g_.max_op_proto_) g_.max_op_proto_ = in->info->proto;
+    Status st = step(*in, stop);
+    if (!st) return std::move(st).error();
+    if (stop) g_.end_offset_ = in->end;
+  }
+  g_.next_buffers_ = next_buffer_;
+  return std::move(g_);
+}
+
+Status Machine::step(const Instruction& in, bool& stop) {
+  const std::uint64_t at = in.offset;
+  auto push_new = [&](NodeId id) { return push(in, id); };
+
+  switch (in.code()) {
+    // ---- constants ----
+    case op::NONE: return push_new(kNoneId);
+    case op::NEWTRUE: return push_new(kTrueId);
+    case op::NEWFALSE: return push_new(kFalseId);
+    case op::BININT: return push_new(g_.add_int(in.i, at));
+    case op::BININT1:
+    case op::BININT2: return push_new(g_.add_int(static_cast<std::int64_t>(in.u), at));
+    case op::INT: {
+      const std::string_view t = as_chars(in.data);
+      auto v = text::parse_decimal(t, false);
+      if (!v) return fail(in, Errc::bad_value, "invalid integer literal");
+      // CPython reads a two-character 0 or 1 as a bool (protocol 0 True/False).
+      if (t.size() == 2 && v->fits && (v->value == 0 || v->value == 1)) {
+        return push_new(v->value ? kTrueId : kFalseId);
+      }
+      if (v->fits) return push_new(g_.add_int(v->value, at));
+      NodeId id = g_.add_span(Kind::int_decimal, as_bytes(v->digits), at);
+      if (v->negative) g_.nodes_[id].flags |= Graph::kNegative;
+      return push_new(id);
+    }
+    case op::LONG: {
+      auto v = text::parse_decimal(as_chars(in.data), true);
+      if (!v) return fail(in, Errc::bad_value, "invalid integer literal");
+      if (v->fits) return push_new(g_.add_int(v->value, at));
+      NodeId id = g_.add_span(Kind::int_decimal, as_bytes(v->digits), at);
+      if (v->negative) g_.nodes_[id].flags |= Graph::kNegative;
+      return push_new(id);
+    }
+    case op::LONG1:
+    case op::LONG4: {
+      if (auto small = text::le_to_int64(in.data)) return push_new(g_.add_int(*small, at));
+      return push_new(g_.add_span(Kind::int_bytes, in.data.first(text::minimal_le_length(in.data)), at));
+    }
+    case op::FLOAT: {
+      auto v = text::parse_float(as_chars(in.data));
+      if (!v) return fail(in, Errc::bad_value, "invalid float literal");
+      return push_new(g_.add_float(*v, at));
+    }
+    case op::BINFLOAT: return push_new(g_.add_float(in.f, at));
+
+    // ---- strings ----
+    case op::STRING: {
+      const ByteSpan d = in.data;
+      if (d.size() < 2 || d.front() != d.back() || (d.front() != '\'' && d.front() != '"')) {
+        return fail(in, Errc::bad_value, "argument must be quoted");
+      }
+      auto s = text::decode_escape(d.subspan(1, d.size() - 2));
+      if (!s) return fail(in, Errc::bad_value, s.error().what);
+      return push_new(g_.add_owned(Kind::string8, *s, at));
+    }
+    case op::BINSTRING:
+    case op::SHORT_BINSTRING: return push_new(g_.add_span(Kind::string8, in.data, at));
+    case op::BINBYTES:
+    case op::SHORT_BINBYTES:
+    case op::BINBYTES8: return push_new(g_.add_span(Kind::bytes, in.data, at));
+    case op::BYTEARRAY8: return push_new(g_.add_span(Kind::bytearray, in.data, at));
+    case op::UNICODE: {
+      auto s = text::decode_raw_unicode_escape(in.data);
+      if (!s) return fail(in, Errc::bad_value, s.error().what);
+      return push_new(g_.add_owned(Kind::str, *s, at));
+    }
+    case op::BINUNICODE:
+    case op::SHORT_BINUNICODE:
+    case op::BINUNICODE8:
+      if (!text::is_utf8(in.data)) return fail(in, Errc::bad_value, "string is not valid UTF-8");
+      return push_new(g_.add_span(Kind::str, in.data, at));
+
+    // ---- containers ----
+    case op::EMPTY_LIST: return push_new(g_.add_node(Kind::list, kNoNode, kNoNode, kNoNode, at));
+    case op::EMPTY_DICT: return push_new(g_.add_node(Kind::dict, kNoNode, kNoNode, kNoNode, at));
+    case op::EMPTY_SET: return push_new(g_.add_node(Kind::set, kNoNode, kNoNode, kNoNode, at));
+    case op::EMPTY_TUPLE: return push_new(g_.add_node(Kind::tuple, kNoNode, kNoNode, kNoNode, at));
+    case op::LIST:
+    case op::TUPLE:
+    case op::DICT:
+    case op::FROZENSET: {
+      auto m = pop_mark(in);
+      if (!m) return std::move(m).error();
+      const std::span<const NodeId> items(stack_.data() + *m, stack_.size() - *m);
+      if (in.code() == op::DICT && items.size() % 2 != 0) {
+        return fail(in, Errc::bad_value, "odd number of items");
+      }
+      if (auto st = check_graph(in); !st) return st;
+      const Kind k = in.code() == op::LIST    ? Kind::list
+                     : in.code() == op::TUPLE ? Kind::tuple
+                     : in.code() == op::DICT  ? Kind::dict
+                                              : Kind::frozenset;
+      NodeId id = g_.add_node(k, kNoNode, kNoNode, kNoNode, at);
+      g_.append_items(id, items);
+      stack_.resize(*m);
+      return push_new(id);
+    }
+    case op::TUPLE1:
+    case op::TUPLE2:
+    case op::TUPLE3: {
+      const std::size_t n = in.code() - op::TUPLE1 + 1;
+      if (stack_.size() < fence() + n) return underflow(in);
+      if (auto st = check_graph(in); !st) return st;
+      NodeId id = g_.add_node(Kind::tuple, kNoNode, kNoNode, kNoNode, at);
+      g_.append_items(id, std::span<const NodeId>(stack_.data() + stack_.size() - n, n));
+      stack_.resize(stack_.size() - n);
+      return push_new(id);
+    }
+    case op::APPEND: {
+      auto v = pop(in);
+      if (!v) return std::move(v).error();
+      auto t = top(in);
+      if (!t) return std::move(t).error();
+      const NodeId one[1] = {*v};
+      return mutate(in, *t, OpKind::append, one);
+    }
+    case op::SETITEM: {
+      auto v = pop(in);
+      if (!v) return std::move(v).error();
+      auto k = pop(in);
+      if (!k) return std::move(k).error();
+      auto t = top(in);
+      if (!t) return std::move(t).error();
+      const NodeId pair[2] = {*k, *v};
+      return mutate(in, *t, OpKind::setitems, pair);
+    }
+    case op::APPENDS:
+    case op::SETITEMS:
+    case op::ADDITEMS: {
+      auto m = pop_mark(in);
+      if (!m) return std::move(m).error();
+      if (*m <= fence() || *m == 0) return underflow(in);  // the target sits below the mark
+      const std::span<const NodeId> items(stack_.data() + *m, stack_.size() - *m);
+      const NodeId target = stack_[*m - 1];
+      if (in.code() == op::SETITEMS && items.size() % 2 != 0) {
+        return fail(in, Errc::bad_value, "odd number of items");
+      }
+      if (auto st = check_graph(in); !st) return st;
+      Status st;
+      if (!items.empty()) {  // CPython does nothing at all for an empty batch
+        st = mutate(in, target,
+                    in.code() == op::APPENDS    ? OpKind::append
+                    : in.code() == op::SETITEMS ? OpKind::setitems
+                                                : OpKind::additems,
+                    items);
+      }
+      stack_.resize(*m);
+      return st;
+    }
+
+    // ---- stack and memo ----
+    case op::POP: {
+      if (!marks_.empty() && marks_.back() == stack_.size()) {
+        marks_.pop_back();  // POP takes a MARK off when one is on top
+        return {};
+      }
+      auto v = pop(in);
+      if (!v) return std::move(v).error();
+      discard(*v);
+      return {};
+    }
+    case op::DUP: {
+      auto t = top(in);
+      if (!t) return std::move(t).error();
+      if (!Graph::is_immediate(*t)) g_.nodes_[*t].flags |= Graph::kShared;
+      return push_new(*t);
+    }
+    case op::MARK:
+      if (marks_.size() >= limits_.max_pickle_depth) {
+        return fail(in, Errc::too_deep, "more than " + std::to_string(limits_.max_pickle_depth) + " nested MARKs");
+      }
+      marks_.push_back(stack_.size());
+      return {};
+    case op::POP_MARK: {
+      auto m = pop_mark(in);
+      if (!m) return std::move(m).error();
+      for (std::size_t i = *m; i < stack_.size(); ++i) discard(stack_[i]);
+      stack_.resize(*m);
+      return {};
+    }
+    case op::GET: {
+      auto k = text::parse_decimal(as_chars(in.data), false);
+      if (!k || !k->fits || k->value < 0) return fail(in, Errc::bad_value, "invalid memo key");
+      auto v = memo_get(in, static_cast<std::uint64_t>(k->value));
+      if (!v) return std::move(v).error();
+      return push_new(*v);
+    }
+    case op::BINGET:
+    case op::LONG_BINGET: {
+      auto v = memo_get(in, in.u);
+      if (!v) return std::move(v).error();
+      return push_new(*v);
+    }
+    case op::PUT: {
+      auto k = text::parse_decimal(as_chars(in.data), false);
+      if (!k || !k->fits || k->value < 0) return fail(in, Errc::bad_value, "invalid memo key");
+      return memo_put(in, static_cast<std::uint64_t>(k->value));
+    }
+    case op::BINPUT:
+    case op::LONG_BINPUT: return memo_put(in, in.u);
+    case op::MEMOIZE: return memo_put(in, memo_count_);
+
+    // ---- globals and calls ----
+    case op::GLOBAL: {
+      auto id = make_global(in, as_chars(in.data), as_chars(in.data2), true);
+      if (!id) return std::move(id).error();
+      return push_new(*id);
+    }
+    case op::STACK_GLOBAL: {
+      auto name = pop(in);
+      if (!name) return std::move(name).error();
+      auto module = pop(in);
+      if (!module) return std::move(module).error();
+      if (g_.kind(*name) != Kind::str || g_.kind(*module) != Kind::str) {
+        return fail(in, Errc::bad_value, "module and name must be str");
+      }
+      const std::string_view m = g_.text(*module), n = g_.text(*name);
+      auto mapped = proto_ < 3 ? tables::map_2to3(m, n) : tables::Global{m, n};
+      note_global(mapped.first, mapped.second);
+      NodeId mid = *module, nid = *name;
+      if (mapped.first != m || mapped.second != n) {
+        mid = g_.add_owned(Kind::str, mapped.first, at);
+        nid = g_.add_owned(Kind::str, mapped.second, at);
+      }
+      return push_new(g_.add_node(Kind::global, mid, nid, kNoNode, at));
+    }
+    case op::INST: {
+      auto cls = make_global(in, as_chars(in.data), as_chars(in.data2), true);
+      if (!cls) return std::move(cls).error();
+      auto m = pop_mark(in);
+      if (!m) return std::move(m).error();
+      if (auto st = check_graph(in); !st) return st;
+      NodeId id = g_.add_node(Kind::inst, *cls, kNoNode, kNoNode, at);
+      g_.append_items(id, std::span<const NodeId>(stack_.data() + *m, stack_.size() - *m));
+      stack_.resize(*m);
+      return push_new(id);
+    }
+    case op::OBJ: {
+      auto m = pop_mark(in);
+      if (!m) return std::move(m).error();
+      if (stack_.size() == *m) return underflow(in);
+      if (auto st = check_graph(in); !st) return st;
+      NodeId id = g_.add_node(Kind::obj, stack_[*m], kNoNode, kNoNode, at);
+      g_.append_items(id, std::span<const NodeId>(stack_.data() + *m + 1, stack_.size() - *m - 1));
+      stack_.resize(*m);
+      return push_new(id);
+    }
+    case op::REDUCE:
+    case op::NEWOBJ: {
+      auto args = pop(in);
+      if (!args) return std::move(args).error();
+      auto fn = pop(in);
+      if (!fn) return std::move(fn).error();
+      if (in.code() == op::REDUCE) return push_new(reduce_node(*fn, *args, at));
+      return push_new(g_.add_node(Kind::newobj, *fn, *args, kNoNode, at));
+    }
+    case op::NEWOBJ_EX: {
+      auto kwargs = pop(in);
+      if (!kwargs) return std::move(kwargs).error();
+      auto args = pop(in);
+      if (!args) return std::move(args).error();
+      auto cls = pop(in);
+      if (!cls) return std::move(cls).error();
+      return push_new(g_.add_node(Kind::newobj_ex, *cls, *args, *kwargs, at));
+    }
+    case op::BUILD: {
+      auto state = pop(in);
+      if (!state) return std::move(state).error();
+      auto t = top(in);
+      if (!t) return std::move(t).error();
+      const NodeId one[1] = {*state};
+      return mutate(in, *t, OpKind::build, one);
+    }
+    case op::EXT1:
+    case op::EXT2:
+    case op::EXT4: {
+      const std::int64_t code = in.code() == op::EXT4 ? in.i : static_cast<std::int64_t>(in.u);
+      if (code <= 0) return fail(in, Errc::bad_value, "extension code must be positive");
+      NodeId id = g_.add_node(Kind::ext, kNoNode, kNoNode, kNoNode, at);
+      g_.nodes_[id].x = static_cast<std::uint64_t>(code);
+      return push_new(id);
+    }
+    case op::PERSID: {
+      for (std::uint8_t b : in.data) {
+        if (b >= 0x80) return fail(in, Errc::bad_value, "persistent id is not ASCII");
+      }
+      g_.has_persid_ = true;
+      NodeId pid = g_.add_span(Kind::str, in.data, at);
+      return push_new(g_.add_node(Kind::persid, pid, kNoNode, kNoNode, at));
+    }
+    case op::BINPERSID: {
+      auto pid = pop(in);
+      if (!pid) return std::move(pid).error();
+      g_.has_persid_ = true;
+      return push_new(g_.add_node(Kind::persid, *pid, kNoNode, kNoNode, at));
+    }
+
+    // ---- out-of-band buffers ----
+    case op::NEXT_BUFFER: {
+      const std::size_t index = next_buffer_++;
+      if (options_.bind_buffers && index >= options_.buffers.size()) {
+        return fail(in, Errc::bad_value, "pickle refers to out-of-band buffer " + std::to_string(index) +
+                                             " but " + std::to_string(options_.buffers.size()) +
+                                             " were given");
+      }
+      NodeId id = g_.add_node(Kind::buffer, kNoNode, kNoNode, kNoNode, at);
+      g_.nodes_[id].x = index;
+      return push_new(id);
+    }
+    case op::READONLY_BUFFER: {
+      auto t = top(in);
+      if (!t) return std::move(t).error();
+      const Kind k = g_.kind(*t);
+      if (k == Kind::bytes || k == Kind::string8) return {};  // already read-only
+      if (k == Kind::buffer && !(g_.nodes_[*t].flags & (Graph::kShared | Graph::kMemoized))) {
+        g_.nodes_[*t].flags |= Graph::kReadonly;
+        return {};
+      }
+      if (!is_open(k)) {
+        return fail(in, Errc::bad_value, "a " + std::string(kind_name(k)) + " has no buffer");
+      }
+      stack_.back() = g_.add_node(Kind::readonly_view, *t, kNoNode, kNoNode, at);
+      return {};
+    }
+
+    // ---- framing ----
+    case op::PROTO:
+      if (in.u > static_cast<std::uint64_t>(kHighestProtocol)) {
+        return fail(in, Errc::unsupported_version, "unsupported pickle protocol " + std::to_string(in.u));
+      }
+      proto_ = static_cast<int>(in.u);
+      g_.proto_ = proto_;
+      return {};
+    case op::FRAME:
+      // The frame's bytes must all be there; the opcodes inside are read as usual.
+      if (in.u > pickle_.size() - in.end) {
+        return fail(in, Errc::truncated, "frame of " + std::to_string(in.u) + " bytes, " +
+                                             std::to_string(pickle_.size() - in.end) + " left");
+      }
+      return {};
+    case op::STOP: {
+      auto v = pop(in);
+      if (!v) return std::move(v).error();
+      for (NodeId left : stack_) discard(left);
+      g_.root_ = *v;
+      stop = true;
+      return {};
+    }
+  }
+  return fail(in, Errc::internal, "opcode not handled");
+}
+
+Result<Graph> load(ByteSpan pickle, const LoadOptions& options, const Limits& limits) {
+  Machine m(pickle, options, limits);
+  return m.run();
+}
+
+}  // namespace daskcaps::pickle
