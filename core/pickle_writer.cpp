@@ -1,0 +1,1348 @@
+#include "core/pickle_writer.h"
+
+#include <array>
+#include <bit>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+
+#include "core/pickle_ops.h"
+#include "core/pickle_tables.h"
+#include "core/pickle_text.h"
+
+namespace daskcaps::pickle {
+namespace {
+
+constexpr std::uint32_t kNoMemo = 0xFFFFFFFFu;
+constexpr std::size_t kFrameHeader = 9;
+constexpr std::size_t kFrameTarget = 64 * 1024;  // CPython's FRAME_SIZE_TARGET
+constexpr std::size_t kFrameMin = 4;             // CPython's FRAME_SIZE_MIN
+constexpr std::uint64_t kBatch = 1000;           // CPython's BATCHSIZE
+constexpr std::uint32_t kEnd = Graph::kEnd;
+
+enum class T : std::uint8_t {
+  save,           // node
+  byte,           // op: write one opcode
+  byte_memo,      // op: write one opcode, then memoize a temporary
+  empty_dict,     // write an empty dict temporary and memoize it
+  tuple_end,      // node, op = 1 when TUPLE1..3 were used
+  frozenset_end,  // node
+  reduce_end,     // node
+  persid_end,     // node
+  view_end,       // node
+  inst_line,      // node: the INST opcode with the class of `node`
+  items,          // node, policy, cursor
+  ops,            // node, op cursor
+  effect,         // node
+  depth_dec,
+};
+
+enum Policy : std::uint8_t {
+  kPlain,        // elements of a tuple, frozenset or argument list
+  kListPer,      // protocol 0: item APPEND ...
+  kListExact,    // batch_list_exact
+  kListGeneric,  // batch_list
+  kDictPer,      // protocol 0: key value SETITEM ...
+  kDictExact,    // batch_dict_exact
+  kDictGeneric,  // batch_dict
+  kSetExact,     // save_set
+  kAddGeneric,   // ADDITEMS batches on something that is not a set
+  kAddGetattr,   // below protocol 4: getattr(obj, 'add')(item) per item
+};
+
+enum Phase : std::uint8_t { kStart, kBatchStart, kInBatch, kEach };
+
+struct Task {
+  T type = T::save;
+  std::uint8_t op = 0;
+  std::uint8_t policy = 0;
+  std::uint8_t phase = kStart;
+  NodeId node = kNoNode;
+  std::uint32_t seg = kEnd;
+  std::uint32_t pos = 0;
+  std::uint32_t in_batch = 0;
+  std::uint64_t left = 0;
+};
+
+class Writer {
+ public:
+  Writer(const Graph& g, const WriteOptions& o, const Limits& l)
+      : g_(g), proto_(o.protocol), inline_(o.inline_buffers || o.protocol < 5), limits_(l) {
+    memo_.assign(g.size(), kNoMemo);
+    char_memo_.fill(kNoMemo);
+  }
+
+  Result<Written> run();
+
+ private:
+  // ---- output and framing (CPython's _Pickler_Write and friends) ----
+  void raw(const std::uint8_t* p, std::size_t n) {
+    if (framing_ && frame_start_ == kNoFrame) {
+      frame_start_ = out_.size();
+      out_.insert(out_.end(), kFrameHeader, 0xFE);
+    }
+    if (out_.size() + n > limits_.max_pickle_output_bytes) {
+      overflow_ = true;
+      return;
+    }
+    out_.insert(out_.end(), p, p + n);
+  }
+  void raw(ByteSpan s) { raw(s.data(), s.size()); }
+  void raw(std::string_view s) { raw(reinterpret_cast<const std::uint8_t*>(s.data()), s.size()); }
+  void byte(std::uint8_t b) { raw(&b, 1); }
+  void commit_frame() {
+    if (!framing_ || frame_start_ == kNoFrame) return;
+    const std::size_t len = out_.size() - frame_start_ - kFrameHeader;
+    if (len >= kFrameMin) {
+      out_[frame_start_] = op::FRAME;
+      for (int i = 0; i < 8; ++i) out_[frame_start_ + 1 + i] = static_cast<std::uint8_t>(len >> (8 * i));
+    } else {
+      std::memmove(out_.data() + frame_start_, out_.data() + frame_start_ + kFrameHeader, len);
+      out_.resize(out_.size() - kFrameHeader);
+    }
+    frame_start_ = kNoFrame;
+  }
+  // Called where CPython's save() starts.
+  void boundary() {
+    if (framing_ && frame_start_ != kNoFrame && out_.size() - frame_start_ - kFrameHeader >= kFrameTarget) {
+      commit_frame();
+    }
+  }
+  // _Pickler_write_bytes: large payloads are written outside frames.
+  void write_data(const std::uint8_t* header, std::size_t header_len, ByteSpan data) {
+    const bool bypass = data.size() >= kFrameTarget;
+    const bool framing = framing_;
+    if (bypass) {
+      commit_frame();
+      framing_ = false;
+    }
+    raw(header, header_len);
+    raw(data);
+    framing_ = framing;
+  }
+
+  // ---- memo ----
+  std::uint32_t memo_put() {
+    const std::uint64_t idx = memo_count_++;
+    if (idx >= 0xFFFFFFFFull) {
+      overflow_ = true;
+      return kNoMemo;
+    }
+    if (proto_ >= 4) {
+      byte(op::MEMOIZE);
+    } else if (proto_ == 0) {
+      text_op(op::PUT, std::to_string(idx));
+    } else if (idx < 256) {
+      const std::uint8_t b[2] = {op::BINPUT, static_cast<std::uint8_t>(idx)};
+      raw(b, 2);
+    } else {
+      std::uint8_t b[5] = {op::LONG_BINPUT};
+      for (int i = 0; i < 4; ++i) b[1 + i] = static_cast<std::uint8_t>(idx >> (8 * i));
+      raw(b, 5);
+    }
+    return static_cast<std::uint32_t>(idx);
+  }
+  void memo_get(std::uint32_t idx) {
+    if (proto_ == 0) {
+      text_op(op::GET, std::to_string(idx));
+    } else if (idx < 256) {
+      const std::uint8_t b[2] = {op::BINGET, static_cast<std::uint8_t>(idx)};
+      raw(b, 2);
+    } else {
+      std::uint8_t b[5] = {op::LONG_BINGET};
+      for (int i = 0; i < 4; ++i) b[1 + i] = static_cast<std::uint8_t>(idx >> (8 * i));
+      raw(b, 5);
+    }
+  }
+  void text_op(std::uint8_t code, std::string_view arg) {
+    scratch_.clear();
+    scratch_.push_back(code);
+    scratch_.insert(scratch_.end(), arg.begin(), arg.end());
+    scratch_.push_back('\n');
+    raw(scratch_.data(), scratch_.size());
+  }
+
+  // ---- errors ----
+  Error refuse(NodeId id, const std::string& what, int lowest) {
+    std::string msg = "cannot write " + what + " at protocol " + std::to_string(proto_);
+    if (lowest > kHighestProtocol) {
+      msg += ": no protocol can hold it";
+    } else if (lowest >= 0) {
+      msg += ": it needs protocol " + std::to_string(lowest) + " or higher";
+    } else {
+      msg += ": only protocol 0 can hold it";
+    }
+    return make_error(Errc::unsupported, std::move(msg), id == kNoNode ? kNoOffset : g_.source_offset(id));
+  }
+
+  // ---- atoms ----
+  void save_int64(std::int64_t v);
+  Status save_int_node(NodeId id);
+  void save_float(double v);
+
+  // ---- strings and bytes ----
+  Status write_str(NodeId id, std::string_view utf8);
+  std::uint32_t save_str_value(std::string_view utf8, NodeId for_errors, Status& st);
+  Status save_str_node(NodeId id);
+  std::uint32_t save_bytes_like(ByteSpan data, NodeId for_errors, Status& st);
+  std::uint32_t save_bytearray_like(ByteSpan data, NodeId for_errors, Status& st);
+  std::uint32_t save_latin1_str(ByteSpan latin1, NodeId for_errors, Status& st);
+  std::uint32_t save_literal(std::string_view s, std::uint32_t& slot, NodeId for_errors, Status& st);
+
+  // ---- globals ----
+  Result<std::uint32_t> emit_global(std::string_view module, std::string_view qualname, NodeId for_errors);
+  Status save_global_node(NodeId id);
+
+  // ---- the task machine ----
+  Status save(NodeId id);
+  Status run_task(Task t);
+  Status step_items(Task t);
+  void push(Task t) { tasks_.push_back(t); }
+  void push_save(NodeId id) { Task t; t.type = T::save; t.node = id; tasks_.push_back(t); }
+  void push_byte(std::uint8_t code, T type = T::byte) { Task t; t.type = type; t.op = code; tasks_.push_back(t); }
+  void push_node_task(T type, NodeId id, std::uint8_t op = 0) {
+    Task t; t.type = type; t.node = id; t.op = op; tasks_.push_back(t);
+  }
+  void push_items(NodeId id, std::uint32_t head, Policy p) {
+    if (head == kEnd || g_.chain_total(head) == 0) return;
+    Task t;
+    t.type = T::items;
+    t.node = id;
+    t.seg = head;
+    t.pos = 0;
+    const bool pairs = p == kDictPer || p == kDictExact || p == kDictGeneric;
+    t.left = pairs ? g_.chain_total(head) / 2 : g_.chain_total(head);
+    t.policy = p;
+    t.phase = kStart;
+    tasks_.push_back(t);
+  }
+  void push_ops(NodeId id) {
+    const std::uint32_t head = g_.node(id).ops;
+    if (head == kEnd) return;
+    Task t; t.type = T::ops; t.node = id; t.seg = head; tasks_.push_back(t);
+  }
+  Status enter(NodeId id) {
+    if (++depth_ > limits_.max_pickle_depth) {
+      return make_error(Errc::too_deep, "objects nest deeper than " + std::to_string(limits_.max_pickle_depth) +
+                                            " levels", g_.source_offset(id));
+    }
+    push_byte(0, T::depth_dec);
+    return {};
+  }
+  NodeId take(Task& t) {
+    const Graph::Segment& s = g_.segment(t.seg);
+    const NodeId id = g_.pool(s.off + t.pos);
+    if (++t.pos == s.count) {
+      t.seg = s.next;
+      t.pos = 0;
+    }
+    return id;
+  }
+  bool shared_or_open(NodeId id) const {
+    return g_.has_flag(id, Graph::kShared) || g_.node(id).ops != kEnd;
+  }
+  void memoize_node(NodeId id) { memo_[id] = memo_put(); }
+
+  static constexpr std::size_t kNoFrame = ~std::size_t{0};
+
+  const Graph& g_;
+  const int proto_;
+  const bool inline_;
+  const Limits& limits_;
+  Buffer out_;
+  Buffer scratch_;
+  bool framing_ = false;
+  std::size_t frame_start_ = kNoFrame;
+  bool overflow_ = false;
+  std::vector<std::uint32_t> memo_;
+  std::uint64_t memo_count_ = 0;
+  std::array<std::uint32_t, 257> char_memo_{};   // "" and one-character Latin-1 str
+  std::uint32_t empty_bytes_memo_ = kNoMemo;
+  std::uint32_t latin1_memo_ = kNoMemo;
+  std::uint32_t add_memo_ = kNoMemo;
+  std::unordered_map<std::string, std::uint32_t> global_memo_;
+  std::unordered_map<std::string, std::uint32_t> module_memo_;
+  std::unordered_map<NodeId, std::string> int_text_;
+  std::unordered_map<NodeId, Buffer> int_bytes_;
+  std::vector<Task> tasks_;
+  std::uint32_t depth_ = 0;
+  std::vector<std::size_t> out_of_band_;
+};
+
+// ---- atoms --------------------------------------------------------------------
+
+void Writer::save_int64(std::int64_t v) {
+  if (v >= INT32_MIN && v <= INT32_MAX) {
+    if (proto_ == 0) {
+      text_op(op::INT, std::to_string(v));
+    } else if (v >= 0 && v <= 0xff) {
+      const std::uint8_t b[2] = {op::BININT1, static_cast<std::uint8_t>(v)};
+      raw(b, 2);
+    } else if (v >= 0 && v <= 0xffff) {
+      const std::uint8_t b[3] = {op::BININT2, static_cast<std::uint8_t>(v), static_cast<std::uint8_t>(v >> 8)};
+      raw(b, 3);
+    } else {
+      std::uint8_t b[5] = {op::BININT};
+      for (int i = 0; i < 4; ++i) b[1 + i] = static_cast<std::uint8_t>(static_cast<std::uint32_t>(v) >> (8 * i));
+      raw(b, 5);
+    }
+    return;
+  }
+  if (proto_ >= 2) {
+    scratch_.clear();
+    scratch_.push_back(op::LONG1);
+    scratch_.push_back(0);
+    text::append_int64_le(v, scratch_);
+    scratch_[1] = static_cast<std::uint8_t>(scratch_.size() - 2);
+    raw(scratch_.data(), scratch_.size());
+  } else {
+    text_op(op::LONG, std::to_string(v) + "L");
+  }
+}
+
+Status Writer::save_int_node(NodeId id) {
+  const Kind k = g_.kind(id);
+  if (k == Kind::int_small) {
+    save_int64(g_.int_value(id));
+    return {};
+  }
+  const bool negative = g_.has_flag(id, Graph::kNegative);
+  if (proto_ >= 2) {
+    ByteSpan le;
+    if (k == Kind::int_bytes) {
+      le = g_.data(id);
+    } else {
+      auto it = int_bytes_.find(id);
+      if (it == int_bytes_.end()) {
+        auto conv = text::decimal_to_le(negative, g_.text(id));
+        if (!conv) return make_error(conv.error().code, conv.error().what, g_.source_offset(id));
+        it = int_bytes_.emplace(id, std::move(*conv)).first;
+      }
+      le = it->second;
+    }
+    if (le.size() > 0x7fffffffu) {
+      return make_error(Errc::limit_exceeded, "int too large to pickle", g_.source_offset(id));
+    }
+    std::uint8_t header[5];
+    std::size_t hn;
+    if (le.size() < 256) {
+      header[0] = op::LONG1;
+      header[1] = static_cast<std::uint8_t>(le.size());
+      hn = 2;
+    } else {
+      header[0] = op::LONG4;
+      for (int i = 0; i < 4; ++i) header[1 + i] = static_cast<std::uint8_t>(le.size() >> (8 * i));
+      hn = 5;
+    }
+    raw(header, hn);
+    raw(le);
+    return {};
+  }
+  std::string digits;
+  if (k == Kind::int_decimal) {
+    digits = (negative ? "-" : "") + std::string(g_.text(id));
+  } else {
+    auto it = int_text_.find(id);
+    if (it == int_text_.end()) {
+      auto conv = text::le_to_decimal(g_.data(id));
+      if (!conv) return make_error(conv.error().code, conv.error().what, g_.source_offset(id));
+      it = int_text_.emplace(id, std::move(*conv)).first;
+    }
+    digits = it->second;
+  }
+  text_op(op::LONG, digits + "L");
+  return {};
+}
+
+void Writer::save_float(double v) {
+  if (proto_ >= 1) {
+    std::uint8_t b[9] = {op::BINFLOAT};
+    const auto bits = std::bit_cast<std::uint64_t>(v);
+    for (int i = 0; i < 8; ++i) b[1 + i] = static_cast<std::uint8_t>(bits >> (56 - 8 * i));
+    raw(b, 9);
+  } else {
+    text_op(op::FLOAT, text::float_repr(v));
+  }
+}
+
+// ---- strings and bytes ---------------------------------------------------------
+
+// The value-memo slot of a str that CPython makes a singleton ("" and one
+// Latin-1 character), or -1.
+int char_slot(std::string_view utf8) {
+  if (utf8.empty()) return 256;
+  const auto b0 = static_cast<std::uint8_t>(utf8[0]);
+  if (utf8.size() == 1) return b0;
+  if (utf8.size() == 2 && (b0 == 0xC2 || b0 == 0xC3)) {
+    return ((b0 & 0x03) << 6) | (static_cast<std::uint8_t>(utf8[1]) & 0x3F);
+  }
+  return -1;
+}
+
+Status Writer::write_str(NodeId id, std::string_view utf8) {
+  if (proto_ == 0) {
+    scratch_.clear();
+    scratch_.push_back(op::UNICODE);
+    text::append_unicode_arg(utf8, scratch_);
+    scratch_.push_back('\n');
+    raw(scratch_.data(), scratch_.size());
+    return {};
+  }
+  const std::uint64_t n = utf8.size();
+  std::uint8_t header[9];
+  std::size_t hn;
+  if (n <= 0xff && proto_ >= 4) {
+    header[0] = op::SHORT_BINUNICODE;
+    header[1] = static_cast<std::uint8_t>(n);
+    hn = 2;
+  } else if (n <= 0xffffffffull) {
+    header[0] = op::BINUNICODE;
+    for (int i = 0; i < 4; ++i) header[1 + i] = static_cast<std::uint8_t>(n >> (8 * i));
+    hn = 5;
+  } else if (proto_ >= 4) {
+    header[0] = op::BINUNICODE8;
+    for (int i = 0; i < 8; ++i) header[1 + i] = static_cast<std::uint8_t>(n >> (8 * i));
+    hn = 9;
+  } else {
+    return refuse(id, "a str of " + std::to_string(n) + " bytes", 4);
+  }
+  write_data(header, hn, as_bytes(utf8));
+  return {};
+}
+
+std::uint32_t Writer::save_str_value(std::string_view utf8, NodeId for_errors, Status& st) {
+  const int slot = char_slot(utf8);
+  if (slot >= 0 && char_memo_[slot] != kNoMemo) {
+    memo_get(char_memo_[slot]);
+    return char_memo_[slot];
+  }
+  st = write_str(for_errors, utf8);
+  if (!st) return kNoMemo;
+  const std::uint32_t idx = memo_put();
+  if (slot >= 0) char_memo_[slot] = idx;
+  return idx;
+}
+
+Status Writer::save_str_node(NodeId id) {
+  Status st;
+  const std::uint32_t idx = save_str_value(g_.text(id), id, st);
+  if (!st) return st;
+  memo_[id] = idx;
+  return {};
+}
+
+std::uint32_t Writer::save_literal(std::string_view s, std::uint32_t& slot, NodeId for_errors, Status& st) {
+  boundary();
+  if (slot != kNoMemo) {
+    memo_get(slot);
+    return slot;
+  }
+  st = write_str(for_errors, s);
+  if (!st) return kNoMemo;
+  slot = memo_put();
+  return slot;
+}
+
+// The str(b, 'latin1') that CPython builds for bytes below protocol 3.
+std::uint32_t Writer::save_latin1_str(ByteSpan latin1, NodeId for_errors, Status& st) {
+  boundary();
+  if (latin1.size() == 1 && char_memo_[latin1[0]] != kNoMemo) {
+    memo_get(char_memo_[latin1[0]]);
+    return char_memo_[latin1[0]];
+  }
+  if (proto_ == 0) {
+    scratch_.clear();
+    scratch_.push_back(op::UNICODE);
+    text::append_unicode_arg_latin1(latin1, scratch_);
+    scratch_.push_back('\n');
+    raw(scratch_.data(), scratch_.size());
+  } else {
+    const std::uint64_t n = text::latin1_utf8_size(latin1);
+    if (n > 0xffffffffull) {
+      st = refuse(for_errors, "bytes of " + std::to_string(latin1.size()) + " bytes (" + std::to_string(n) +
+                                  " as the UTF-8 that protocols 1-2 need)",
+                  3);
+      return kNoMemo;
+    }
+    std::uint8_t header[5] = {op::BINUNICODE};
+    for (int i = 0; i < 4; ++i) header[1 + i] = static_cast<std::uint8_t>(n >> (8 * i));
+    raw(header, 5);
+    if (n == latin1.size()) {
+      raw(latin1);
+    } else if (out_.size() + n <= limits_.max_pickle_output_bytes) {
+      text::append_latin1_as_utf8(latin1, out_);  // no framing below protocol 4
+    } else {
+      overflow_ = true;
+    }
+  }
+  const std::uint32_t idx = memo_put();
+  if (latin1.size() == 1) char_memo_[latin1[0]] = idx;
+  return idx;
+}
+
+// CPython's save_bytes for data that ends up as a bytes object; memoizes it.
+std::uint32_t Writer::save_bytes_like(ByteSpan data, NodeId for_errors, Status& st) {
+  if (proto_ >= 3) {
+    const std::uint64_t n = data.size();
+    std::uint8_t header[9];
+    std::size_t hn;
+    if (n <= 0xff) {
+      header[0] = op::SHORT_BINBYTES;
+      header[1] = static_cast<std::uint8_t>(n);
+      hn = 2;
+    } else if (n <= 0xffffffffull) {
+      header[0] = op::BINBYTES;
+      for (int i = 0; i < 4; ++i) header[1 + i] = static_cast<std::uint8_t>(n >> (8 * i));
+      hn = 5;
+    } else if (proto_ >= 4) {
+      header[0] = op::BINBYTES8;
+      for (int i = 0; i < 8; ++i) header[1 + i] = static_cast<std::uint8_t>(n >> (8 * i));
+      hn = 9;
+    } else {
+      st = refuse(for_errors, "bytes of " + std::to_string(n) + " bytes", 4);
+      return kNoMemo;
+    }
+    write_data(header, hn, data);
+    return memo_put();
+  }
+  // Below protocol 3: reduce to _codecs.encode(str(b, 'latin1'), 'latin1').
+  if (data.empty()) {
+    auto g = emit_global("builtins", "bytes", for_errors);
+    if (!g) {
+      st = std::move(g).error();
+      return kNoMemo;
+    }
+    boundary();
+    if (proto_ >= 1) {
+      byte(op::EMPTY_TUPLE);
+    } else {
+      const std::uint8_t b[2] = {op::MARK, op::TUPLE};
+      raw(b, 2);
+    }
+    byte(op::REDUCE);
+    return memo_put();
+  }
+  auto g = emit_global("_codecs", "encode", for_errors);
+  if (!g) {
+    st = std::move(g).error();
+    return kNoMemo;
+  }
+  boundary();
+  if (proto_ < 2) byte(op::MARK);
+  save_latin1_str(data, for_errors, st);
+  if (!st) return kNoMemo;
+  save_literal("latin1", latin1_memo_, for_errors, st);
+  if (!st) return kNoMemo;
+  byte(proto_ >= 2 ? op::TUPLE2 : op::TUPLE);
+  memo_put();
+  byte(op::REDUCE);
+  return memo_put();
+}
+
+// CPython's save_bytearray (and in-band writeable buffers); memoizes it.
+std::uint32_t Writer::save_bytearray_like(ByteSpan data, NodeId for_errors, Status& st) {
+  if (proto_ >= 5) {
+    std::uint8_t header[9] = {op::BYTEARRAY8};
+    for (int i = 0; i < 8; ++i) header[1 + i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(data.size()) >> (8 * i));
+    write_data(header, 9, data);
+    return memo_put();
+  }
+  auto g = emit_global("builtins", "bytearray", for_errors);
+  if (!g) {
+    st = std::move(g).error();
+    return kNoMemo;
+  }
+  boundary();  // save(argtup)
+  if (data.empty()) {
+    if (proto_ >= 1) {
+      byte(op::EMPTY_TUPLE);
+    } else {
+      const std::uint8_t b[2] = {op::MARK, op::TUPLE};
+      raw(b, 2);
+    }
+  } else {
+    if (proto_ < 2) byte(op::MARK);
+    boundary();  // save(bytes)
+    save_bytes_like(data, for_errors, st);  // a new bytes object each time
+    if (!st) return kNoMemo;
+    byte(proto_ >= 2 ? op::TUPLE1 : op::TUPLE);
+    memo_put();
+  }
+  byte(op::REDUCE);
+  return memo_put();
+}
+
+// ---- globals -----------------------------------------------------------------------
+
+namespace {
+std::string global_key(std::string_view module, std::string_view qualname) {
+  std::string key;
+  key.reserve(module.size() + qualname.size() + 1);
+  key.append(module).push_back('\0');
+  key.append(qualname);
+  return key;
+}
+}  // namespace
+
+// save_global for a global known by name, as CPython writes it; memoizes it.
+Result<std::uint32_t> Writer::emit_global(std::string_view module, std::string_view qualname, NodeId for_errors) {
+  boundary();
+  const std::string key = global_key(module, qualname);
+  if (auto it = global_memo_.find(key); it != global_memo_.end()) {
+    memo_get(it->second);
+    return it->second;
+  }
+  if (proto_ >= 4) {
+    boundary();
+    std::uint32_t idx = kNoMemo;
+    if (auto it = module_memo_.find(std::string(module)); it != module_memo_.end()) {
+      memo_get(it->second);
+    } else {
+      Status st;
+      idx = save_str_value(module, for_errors, st);
+      if (!st) return std::move(st).error();
+      module_memo_.emplace(std::string(module), idx);
+    }
+    boundary();
+    Status st;
+    save_str_value(qualname, for_errors, st);
+    if (!st) return std::move(st).error();
+    byte(op::STACK_GLOBAL);
+    idx = memo_put();
+    global_memo_.emplace(key, idx);
+    return idx;
+  }
+
+  const std::size_t dot = qualname.find('.');
+  if (dot == std::string_view::npos) {
+    if (module.find('\n') != std::string_view::npos || qualname.find('\n') != std::string_view::npos) {
+      return refuse(for_errors, "global '" + std::string(module) + "." + std::string(qualname) +
+                                    "' (its name has a newline, which GLOBAL cannot hold)",
+                    4);
+    }
+    tables::Global name{module, qualname};
+    if (proto_ < 3) {
+      // Python 2 names, as CPython writes them, when they load back to this
+      // very name; else the Python 3 name when that loads unchanged.
+      const tables::Global py2 = tables::map_3to2(module, qualname);
+      if (tables::map_2to3(py2.first, py2.second) == name) {
+        name = py2;
+      } else if (tables::map_2to3(module, qualname) != name) {
+        return refuse(for_errors, "global '" + std::string(module) + "." + std::string(qualname) +
+                                      "' (protocols 0-2 map its name to another global)",
+                      3);
+      }
+    }
+    scratch_.clear();
+    scratch_.push_back(op::GLOBAL);
+    scratch_.insert(scratch_.end(), name.first.begin(), name.first.end());
+    scratch_.push_back('\n');
+    scratch_.insert(scratch_.end(), name.second.begin(), name.second.end());
+    scratch_.push_back('\n');
+    raw(scratch_.data(), scratch_.size());
+    const std::uint32_t idx = memo_put();
+    global_memo_.emplace(key, idx);
+    return idx;
+  }
+
+  // A dotted qualname below protocol 4: getattr(parent, lastname), where the
+  // parent is saved the same way. CPython recurses; this loop writes the
+  // same bytes: first the getattr of every step, then the innermost known
+  // parent, then each step's name, tuple and REDUCE.
+  std::vector<std::string_view> parts;
+  for (std::size_t start = 0;;) {
+    const std::size_t d = qualname.find('.', start);
+    parts.push_back(qualname.substr(start, d == std::string_view::npos ? std::string_view::npos : d - start));
+    if (d == std::string_view::npos) break;
+    start = d + 1;
+  }
+  // The longest proper prefix that is already in the memo.
+  std::size_t known = 0;
+  for (std::size_t j = parts.size() - 1; j >= 1; --j) {
+    const std::size_t len = static_cast<std::size_t>(parts[j - 1].data() + parts[j - 1].size() - qualname.data());
+    if (global_memo_.count(global_key(module, qualname.substr(0, len)))) {
+      known = j;
+      break;
+    }
+  }
+  const std::size_t base = known == 0 ? 1 : known;
+  for (std::size_t s = parts.size(); s > base; --s) {
+    auto g = emit_global("builtins", "getattr", for_errors);
+    if (!g) return std::move(g).error();
+    boundary();
+    if (proto_ < 2) byte(op::MARK);
+  }
+  {
+    const std::size_t len = static_cast<std::size_t>(parts[base - 1].data() + parts[base - 1].size() - qualname.data());
+    auto g = emit_global(module, qualname.substr(0, len), for_errors);
+    if (!g) return std::move(g).error();
+  }
+  std::uint32_t idx = kNoMemo;
+  for (std::size_t s = base + 1; s <= parts.size(); ++s) {
+    boundary();
+    Status st;
+    save_str_value(parts[s - 1], for_errors, st);
+    if (!st) return std::move(st).error();
+    byte(proto_ >= 2 ? op::TUPLE2 : op::TUPLE);
+    memo_put();
+    byte(op::REDUCE);
+    idx = memo_put();
+    const std::size_t len = static_cast<std::size_t>(parts[s - 1].data() + parts[s - 1].size() - qualname.data());
+    global_memo_.emplace(global_key(module, qualname.substr(0, len)), idx);
+  }
+  return idx;
+}
+
+Status Writer::save_global_node(NodeId id) {
+  const Graph::Node& n = g_.node(id);
+  const std::string_view module = g_.text(n.a), name = g_.text(n.b);
+  const bool plain = n.ops == kEnd;
+  const std::string key = global_key(module, name);
+  if (plain) {
+    if (auto it = global_memo_.find(key); it != global_memo_.end()) {
+      memo_get(it->second);
+      memo_[id] = it->second;
+      return {};
+    }
+  }
+  if (proto_ >= 4) {
+    // The module and name are objects of the pickle: save them as such.
+    auto known = module_memo_.find(std::string(module));
+    if (memo_[n.a] == kNoMemo && known != module_memo_.end()) {
+      boundary();
+      memo_get(known->second);
+      memo_[n.a] = known->second;
+    } else {
+      if (auto st = save(n.a); !st) return st;
+      module_memo_.emplace(std::string(module), memo_[n.a]);
+    }
+    if (auto st = save(n.b); !st) return st;
+    byte(op::STACK_GLOBAL);
+    memoize_node(id);
+  } else {
+    auto idx = emit_global(module, name, id);
+    if (!idx) return std::move(idx).error();
+    memo_[id] = *idx;
+    if (plain) return {};
+  }
+  if (plain) {
+    global_memo_.emplace(key, memo_[id]);
+    return {};
+  }
+  if (auto st = enter(id); !st) return st;
+  push_ops(id);
+  return {};
+}
+
+// ---- save ------------------------------------------------------------------------
+
+Status Writer::save(NodeId id) {
+  boundary();
+  const Kind k = g_.kind(id);
+  switch (k) {
+    case Kind::none: byte(op::NONE); return {};
+    case Kind::true_:
+    case Kind::false_:
+      if (proto_ >= 2) {
+        byte(k == Kind::true_ ? op::NEWTRUE : op::NEWFALSE);
+      } else {
+        raw(std::string_view(k == Kind::true_ ? "I01\n" : "I00\n"));
+      }
+      return {};
+    case Kind::int_small:
+    case Kind::int_bytes:
+    case Kind::int_decimal: return save_int_node(id);
+    case Kind::float_: save_float(g_.float_value(id)); return {};
+    default: break;
+  }
+  if (memo_[id] != kNoMemo) {
+    memo_get(memo_[id]);
+    return {};
+  }
+  const Graph::Node& n = g_.node(id);
+  switch (k) {
+    case Kind::str: return save_str_node(id);
+    case Kind::bytes: {
+      const ByteSpan data = g_.data(id);
+      if (data.empty() && empty_bytes_memo_ != kNoMemo) {
+        memo_get(empty_bytes_memo_);
+        memo_[id] = empty_bytes_memo_;
+        return {};
+      }
+      Status st;
+      memo_[id] = save_bytes_like(data, id, st);
+      if (data.empty()) empty_bytes_memo_ = memo_[id];
+      return st;
+    }
+    case Kind::string8: {
+      const ByteSpan data = g_.data(id);
+      if (proto_ == 0) {
+        scratch_.clear();
+        scratch_.push_back(op::STRING);
+        text::append_string_arg(data, scratch_);
+        scratch_.push_back('\n');
+        raw(scratch_.data(), scratch_.size());
+      } else if (data.size() <= 0xff) {
+        const std::uint8_t h[2] = {op::SHORT_BINSTRING, static_cast<std::uint8_t>(data.size())};
+        raw(h, 2);
+        raw(data);
+      } else if (data.size() <= 0x7fffffffu) {
+        std::uint8_t h[5] = {op::BINSTRING};
+        for (int i = 0; i < 4; ++i) h[1 + i] = static_cast<std::uint8_t>(data.size() >> (8 * i));
+        raw(h, 5);
+        raw(data);
+      } else {
+        return refuse(id, "a Python 2 str of " + std::to_string(data.size()) + " bytes", -1);
+      }
+      memoize_node(id);
+      return {};
+    }
+    case Kind::bytearray: {
+      Status st;
+      memo_[id] = save_bytearray_like(g_.data(id), id, st);
+      if (!st) return st;
+      if (n.ops != kEnd) {
+        if (auto e = enter(id); !e) return e;
+        push_ops(id);
+      }
+      return {};
+    }
+    case Kind::tuple: {
+      const std::uint64_t count = g_.item_count(id);
+      if (count == 0) {
+        if (proto_ >= 1) {
+          byte(op::EMPTY_TUPLE);
+        } else {
+          const std::uint8_t b[2] = {op::MARK, op::TUPLE};
+          raw(b, 2);
+        }
+        return {};
+      }
+      if (auto e = enter(id); !e) return e;
+      const bool small = count <= 3 && proto_ >= 2;
+      if (!small) byte(op::MARK);
+      push_node_task(T::tuple_end, id, small ? 1 : 0);
+      push_items(id, n.items, kPlain);
+      return {};
+    }
+    case Kind::list:
+    case Kind::dict: {
+      const bool is_list = k == Kind::list;
+      if (proto_ >= 1) {
+        byte(is_list ? op::EMPTY_LIST : op::EMPTY_DICT);
+      } else {
+        const std::uint8_t b[2] = {op::MARK, static_cast<std::uint8_t>(is_list ? op::LIST : op::DICT)};
+        raw(b, 2);
+      }
+      memoize_node(id);
+      if (n.items == kEnd && n.ops == kEnd) return {};
+      if (auto e = enter(id); !e) return e;
+      push_ops(id);
+      push_items(id, n.items, is_list ? (proto_ == 0 ? kListPer : kListExact) : (proto_ == 0 ? kDictPer : kDictExact));
+      return {};
+    }
+    case Kind::set:
+    case Kind::frozenset: {
+      if (auto e = enter(id); !e) return e;
+      if (proto_ >= 4) {
+        if (k == Kind::set) {
+          byte(op::EMPTY_SET);
+          memoize_node(id);
+          push_ops(id);
+          push_items(id, n.items, kSetExact);
+        } else {
+          byte(op::MARK);
+          push_node_task(T::frozenset_end, id);
+          push_items(id, n.items, kPlain);
+        }
+        return {};
+      }
+      // save_reduce(set_or_frozenset, (list(obj),), obj)
+      auto g = emit_global("builtins", k == Kind::set ? "set" : "frozenset", id);
+      if (!g) return std::move(g).error();
+      boundary();  // save(argtup)
+      if (proto_ < 2) byte(op::MARK);
+      boundary();  // save(list)
+      if (proto_ >= 1) {
+        byte(op::EMPTY_LIST);
+      } else {
+        const std::uint8_t b[2] = {op::MARK, op::LIST};
+        raw(b, 2);
+      }
+      memo_put();
+      push_node_task(T::reduce_end, id);
+      push_byte(op::REDUCE);
+      push_byte(proto_ >= 2 ? op::TUPLE1 : op::TUPLE, T::byte_memo);
+      push_items(id, n.items, proto_ == 0 ? kListPer : kListExact);
+      return {};
+    }
+    case Kind::global: return save_global_node(id);
+    case Kind::reduce: {
+      if (auto e = enter(id); !e) return e;
+      push_node_task(T::reduce_end, id);
+      push_byte(op::REDUCE);
+      push_save(n.b);
+      push_save(n.a);
+      return {};
+    }
+    case Kind::newobj: {
+      if (auto e = enter(id); !e) return e;
+      push_node_task(T::reduce_end, id);
+      if (proto_ >= 2) {
+        push_byte(op::NEWOBJ);
+        push_save(n.b);
+        push_save(n.a);
+        return {};
+      }
+      const bool args_tuple = g_.kind(n.b) == Kind::tuple;
+      auto g = args_tuple ? emit_global("copyreg", "__newobj__", id) : emit_global("copyreg", "__newobj_ex__", id);
+      if (!g) return std::move(g).error();
+      boundary();
+      byte(op::MARK);
+      push_byte(op::REDUCE);
+      push_byte(op::TUPLE, T::byte_memo);
+      if (args_tuple) {
+        push_items(n.b, g_.node(n.b).items, kPlain);
+      } else {
+        push_byte(0, T::empty_dict);
+        push_save(n.b);
+      }
+      push_save(n.a);
+      return {};
+    }
+    case Kind::newobj_ex: {
+      if (auto e = enter(id); !e) return e;
+      push_node_task(T::reduce_end, id);
+      if (proto_ >= 4) {
+        push_byte(op::NEWOBJ_EX);
+      } else {
+        auto g = emit_global("copyreg", "__newobj_ex__", id);
+        if (!g) return std::move(g).error();
+        boundary();
+        if (proto_ < 2) byte(op::MARK);
+        push_byte(op::REDUCE);
+        push_byte(proto_ >= 2 ? op::TUPLE3 : op::TUPLE, T::byte_memo);
+      }
+      push_save(n.c);
+      push_save(n.b);
+      push_save(n.a);
+      return {};
+    }
+    case Kind::obj:
+    case Kind::inst: {
+      if (proto_ == 0) {
+        // INST names its class in text: only a plain global fits.
+        const NodeId cls = n.a;
+        bool ok = g_.kind(cls) == Kind::global && g_.node(cls).ops == kEnd;
+        if (ok) {
+          const std::string_view m = g_.text(g_.node(cls).a), q = g_.text(g_.node(cls).b);
+          ok = q.find('.') == std::string_view::npos && m.find('\n') == std::string_view::npos &&
+               q.find('\n') == std::string_view::npos;
+          if (ok) {
+            const tables::Global py2 = tables::map_3to2(m, q);
+            ok = tables::map_2to3(py2.first, py2.second) == tables::Global{m, q} ||
+                 tables::map_2to3(m, q) == tables::Global{m, q};
+          }
+        }
+        if (!ok) return refuse(id, "an instance built by OBJ from a class that INST cannot name", 1);
+        if (auto e = enter(id); !e) return e;
+        byte(op::MARK);
+        push_node_task(T::reduce_end, id);
+        push_node_task(T::inst_line, id);
+        push_items(id, n.items, kPlain);
+        return {};
+      }
+      if (auto e = enter(id); !e) return e;
+      byte(op::MARK);
+      push_node_task(T::reduce_end, id);
+      push_byte(op::OBJ);
+      push_items(id, n.items, kPlain);
+      push_save(n.a);
+      return {};
+    }
+    case Kind::ext: {
+      if (proto_ < 2) return refuse(id, "extension code " + std::to_string(n.x), 2);
+      const std::uint64_t code = n.x;
+      if (code <= 0xff) {
+        const std::uint8_t b[2] = {op::EXT1, static_cast<std::uint8_t>(code)};
+        raw(b, 2);
+      } else if (code <= 0xffff) {
+        const std::uint8_t b[3] = {op::EXT2, static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(code >> 8)};
+        raw(b, 3);
+      } else {
+        std::uint8_t b[5] = {op::EXT4};
+        for (int i = 0; i < 4; ++i) b[1 + i] = static_cast<std::uint8_t>(code >> (8 * i));
+        raw(b, 5);
+      }
+      if (shared_or_open(id)) memoize_node(id);
+      if (n.ops != kEnd) {
+        if (auto e = enter(id); !e) return e;
+        push_ops(id);
+      }
+      return {};
+    }
+    case Kind::persid: {
+      if (proto_ == 0) {
+        const NodeId pid = n.a;
+        bool ok = g_.kind(pid) == Kind::str;
+        if (ok) {
+          for (char c : g_.text(pid)) ok = ok && static_cast<std::uint8_t>(c) < 0x80 && c != '\n';
+        }
+        if (!ok) return refuse(id, "a persistent id that is not an ASCII str", 1);
+        text_op(op::PERSID, g_.text(pid));
+        if (shared_or_open(id)) memoize_node(id);
+        if (n.ops != kEnd) {
+          if (auto e = enter(id); !e) return e;
+          push_ops(id);
+        }
+        return {};
+      }
+      if (auto e = enter(id); !e) return e;
+      push_node_task(T::persid_end, id);
+      push_save(n.a);
+      return {};
+    }
+    case Kind::buffer: {
+      const std::size_t index = static_cast<std::size_t>(n.x);
+      if (!inline_) {
+        byte(op::NEXT_BUFFER);
+        if (n.flags & Graph::kReadonly) byte(op::READONLY_BUFFER);
+        out_of_band_.push_back(index);
+        if (shared_or_open(id)) memoize_node(id);
+      } else {
+        if (!g_.buffers_bound() || index >= g_.buffers().size()) {
+          return make_error(Errc::bad_value, "out-of-band buffer " + std::to_string(index) + " was not supplied",
+                            g_.source_offset(id));
+        }
+        const OutOfBandBuffer& buf = g_.buffers()[index];
+        const bool readonly = (n.flags & Graph::kReadonly) || !buf.writeable;
+        Status st;
+        memo_[id] = readonly ? save_bytes_like(buf.data, id, st) : save_bytearray_like(buf.data, id, st);
+        if (!st) return st;
+      }
+      if (n.ops != kEnd) {
+        if (auto e = enter(id); !e) return e;
+        push_ops(id);
+      }
+      return {};
+    }
+    case Kind::readonly_view: {
+      if (proto_ < 5) return refuse(id, "a READONLY_BUFFER view of a " + std::string(kind_name(g_.kind(n.a))), 5);
+      if (auto e = enter(id); !e) return e;
+      push_node_task(T::view_end, id);
+      push_save(n.a);
+      return {};
+    }
+    default: break;
+  }
+  return make_error(Errc::internal, "node kind not handled", g_.source_offset(id));
+}
+
+// ---- tasks ---------------------------------------------------------------------
+
+Status Writer::run_task(Task t) {
+  switch (t.type) {
+    case T::save: return save(t.node);
+    case T::byte: byte(t.op); return {};
+    case T::byte_memo: byte(t.op); memo_put(); return {};
+    case T::empty_dict:
+      boundary();
+      if (proto_ >= 1) {
+        byte(op::EMPTY_DICT);
+      } else {
+        const std::uint8_t b[2] = {op::MARK, op::DICT};
+        raw(b, 2);
+      }
+      memo_put();
+      return {};
+    case T::depth_dec: --depth_; return {};
+    case T::tuple_end: {
+      const NodeId id = t.node;
+      if (memo_[id] != kNoMemo) {
+        // The tuple was reached from its own elements and is in the memo now.
+        const std::uint64_t count = g_.item_count(id);
+        if (t.op == 1) {
+          for (std::uint64_t i = 0; i < count; ++i) byte(op::POP);
+        } else if (proto_ >= 1) {
+          byte(op::POP_MARK);
+        } else {
+          for (std::uint64_t i = 0; i <= count; ++i) byte(op::POP);
+        }
+        memo_get(memo_[id]);
+        return {};
+      }
+      if (t.op == 1) {
+        byte(static_cast<std::uint8_t>(op::TUPLE1 + g_.item_count(id) - 1));
+      } else {
+        byte(op::TUPLE);
+      }
+      memoize_node(id);
+      return {};
+    }
+    case T::frozenset_end: {
+      const NodeId id = t.node;
+      if (memo_[id] != kNoMemo) {
+        byte(op::POP_MARK);
+        memo_get(memo_[id]);
+        return {};
+      }
+      byte(op::FROZENSET);
+      memoize_node(id);
+      return {};
+    }
+    case T::reduce_end: {
+      const NodeId id = t.node;
+      if (memo_[id] != kNoMemo) {
+        byte(op::POP);
+        memo_get(memo_[id]);
+        return {};
+      }
+      memoize_node(id);
+      push_ops(id);
+      return {};
+    }
+    case T::persid_end: {
+      byte(op::BINPERSID);
+      if (shared_or_open(t.node)) memoize_node(t.node);
+      push_ops(t.node);
+      return {};
+    }
+    case T::view_end: {
+      byte(op::READONLY_BUFFER);
+      if (shared_or_open(t.node)) memoize_node(t.node);
+      push_ops(t.node);
+      return {};
+    }
+    case T::inst_line: {
+      const Graph::Node& cls = g_.node(g_.node(t.node).a);
+      std::string_view m = g_.text(cls.a), q = g_.text(cls.b);
+      const tables::Global py2 = tables::map_3to2(m, q);
+      if (tables::map_2to3(py2.first, py2.second) == tables::Global{m, q}) {
+        m = py2.first;
+        q = py2.second;
+      }
+      scratch_.clear();
+      scratch_.push_back(op::INST);
+      scratch_.insert(scratch_.end(), m.begin(), m.end());
+      scratch_.push_back('\n');
+      scratch_.insert(scratch_.end(), q.begin(), q.end());
+      scratch_.push_back('\n');
+      raw(scratch_.data(), scratch_.size());
+      return {};
+    }
+    case T::items: return step_items(t);
+    case T::ops: {
+      const Graph::Op& o = g_.op(t.seg);
+      if (o.next != kEnd) {
+        Task next = t;
+        next.seg = o.next;
+        push(next);
+      }
+      switch (o.kind) {
+        case OpKind::append: push_items(t.node, o.ref, proto_ == 0 ? kListPer : kListGeneric); break;
+        case OpKind::setitems: push_items(t.node, o.ref, proto_ == 0 ? kDictPer : kDictGeneric); break;
+        case OpKind::additems: push_items(t.node, o.ref, proto_ >= 4 ? kAddGeneric : kAddGetattr); break;
+        case OpKind::build:
+          push_byte(op::BUILD);
+          push_save(o.ref);
+          break;
+        case OpKind::effect: push_node_task(T::effect, o.ref); break;
+      }
+      return {};
+    }
+    case T::effect: {
+      const NodeId e = t.node;
+      if (memo_[e] != kNoMemo) return {};  // already made where it is used
+      const Graph::Node& n = g_.node(e);
+      const bool lone = !g_.has_flag(e, Graph::kShared) && !g_.has_flag(e, Graph::kMemoized) && n.ops == kEnd;
+      if (lone && n.kind == Kind::reduce && g_.kind(n.b) == Kind::tuple && g_.item_count(n.b) == 2 &&
+          !g_.has_flag(n.b, Graph::kShared) && !g_.has_flag(n.b, Graph::kMemoized) && memo_[n.b] == kNoMemo &&
+          g_.node(n.b).ops == kEnd) {
+        // state_setter(obj, state): written as CPython's save_reduce does,
+        // with an unmemoized argument tuple and the result popped.
+        const std::vector<NodeId> args = g_.items(n.b);
+        push_byte(op::POP);
+        push_byte(op::REDUCE);
+        push_byte(proto_ >= 2 ? op::TUPLE2 : op::TUPLE);
+        push_save(args[1]);
+        push_save(args[0]);
+        if (proto_ < 2) push_byte(op::MARK);
+        push_save(n.a);
+        return {};
+      }
+      push_byte(op::POP);
+      push_save(e);
+      return {};
+    }
+  }
+  return make_error(Errc::internal, "task not handled");
+}
+
+Status Writer::step_items(Task t) {
+  const Policy p = static_cast<Policy>(t.policy);
+  const bool pairs = p == kDictPer || p == kDictExact || p == kDictGeneric;
+  const std::uint8_t single = pairs ? op::SETITEM : op::APPEND;
+  const std::uint8_t multi = pairs ? op::SETITEMS : (p == kSetExact || p == kAddGeneric) ? op::ADDITEMS : op::APPENDS;
+
+  // Pushes the saves of one unit (item, or key and value) to run next.
+  auto push_unit = [&](Task& cur) {
+    if (pairs) {
+      const NodeId key = take(cur);
+      const NodeId value = take(cur);
+      push_save(value);
+      push_save(key);
+    } else {
+      push_save(take(cur));
+    }
+    cur.left -= 1;
+  };
+
+  for (;;) {
+    switch (t.phase) {
+      case kStart:
+        if (p == kPlain || p == kListPer || p == kDictPer || p == kAddGetattr) {
+          t.phase = kEach;
+          continue;
+        }
+        if ((p == kListExact || p == kDictExact) && t.left == 1) {
+          push_byte(single);
+          push_unit(t);
+          return {};
+        }
+        t.phase = kBatchStart;
+        continue;
+      case kEach: {
+        if (t.left == 0) return {};
+        Task next = t;
+        if (p == kAddGetattr) {
+          // getattr(obj, 'add')(item), result dropped.
+          auto g = emit_global("builtins", "getattr", t.node);
+          if (!g) return std::move(g).error();
+          boundary();
+          if (proto_ < 2) byte(op::MARK);
+          if (auto st = save(t.node); !st) return st;
+          Status st;
+          save_literal("add", add_memo_, t.node, st);
+          if (!st) return st;
+          byte(proto_ >= 2 ? op::TUPLE2 : op::TUPLE);
+          byte(op::REDUCE);
+          if (proto_ < 2) byte(op::MARK);
+          const NodeId item = take(next);
+          next.left -= 1;
+          push(next);
+          push_byte(op::POP);
+          push_byte(op::REDUCE);
+          push_byte(proto_ >= 2 ? op::TUPLE1 : op::TUPLE);
+          push_save(item);
+          return {};
+        }
+        // The unit's saves run first, then its opcode, then the rest.
+        NodeId ids[2];
+        ids[0] = take(next);
+        if (pairs) ids[1] = take(next);
+        next.left -= 1;
+        push(next);
+        if (p != kPlain) push_byte(single);
+        if (pairs) push_save(ids[1]);
+        push_save(ids[0]);
+        return {};
+      }
+      case kBatchStart:
+        if (p == kListGeneric || p == kDictGeneric || p == kAddGeneric) {
+          if (t.left == 0) return {};
+          if (t.left == 1 && p != kAddGeneric) {
+            push_byte(single);
+            push_unit(t);
+            return {};
+          }
+        } else if (p == kListExact && t.left == 0) {
+          return {};
+        }
+        byte(op::MARK);
+        t.in_batch = 0;
+        t.phase = kInBatch;
+        continue;
+      case kInBatch: {
+        if (t.in_batch < kBatch && t.left > 0) {
+          Task next = t;
+          NodeId ids[2];
+          ids[0] = take(next);
+          if (pairs) ids[1] = take(next);
+          next.left -= 1;
+          next.in_batch += 1;
+          push(next);
+          if (pairs) push_save(ids[1]);
+          push_save(ids[0]);
+          return {};
+        }
+        byte(multi);
+        const bool full = t.in_batch == kBatch;
+        if (p == kListExact) {
+          if (t.left == 0) return {};
+        } else if (p == kDictExact || p == kSetExact) {
+          if (!full) return {};  // a full last batch is followed by an empty one, as in CPython
+        } else {
+          if (!full) return {};
+        }
+        t.phase = kBatchStart;
+        continue;
+      }
+    }
+  }
+}
+
+Result<Written> Writer::run() {
+  if (proto_ < 0 || proto_ > kHighestProtocol) {
+    return make_error(Errc::usage, "pickle protocol must be 0 to 5, not " + std::to_string(proto_));
+  }
+  std::uint64_t estimate = 64 + g_.end_offset();
+  if (inline_) {
+    for (const OutOfBandBuffer& b : g_.buffers()) estimate += b.data.size() + 16;
+  }
+  out_.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(estimate, limits_.max_pickle_output_bytes)));
+  if (proto_ >= 2) {
+    const std::uint8_t h[2] = {op::PROTO, static_cast<std::uint8_t>(proto_)};
+    raw(h, 2);
+  }
+  framing_ = proto_ >= 4;
+
+  // Discarded calls with nothing to hang on: before or after the result,
+  // as they came in the pickle. Tasks run last-in first-out.
+  const NodeId root = g_.root();
+  const bool root_is_node = !Graph::is_immediate(root) && root > kFalseId;
+  std::vector<NodeId> before, after;
+  for (NodeId e : g_.effects()) (root_is_node && e > root ? after : before).push_back(e);
+  for (auto it = after.rbegin(); it != after.rend(); ++it) push_node_task(T::effect, *it);
+  push_save(root);
+  for (auto it = before.rbegin(); it != before.rend(); ++it) push_node_task(T::effect, *it);
+
+  while (!tasks_.empty()) {
+    const Task t = tasks_.back();
+    tasks_.pop_back();
+    if (auto st = run_task(t); !st) return std::move(st).error();
+    if (overflow_) {
+      return make_error(Errc::limit_exceeded, "output exceeds " + std::to_string(limits_.max_pickle_output_bytes) +
+                                                  " bytes");
+    }
+  }
+  byte(op::STOP);
+  commit_frame();
+  framing_ = false;
+  if (overflow_) {
+    return make_error(Errc::limit_exceeded, "output exceeds " + std::to_string(limits_.max_pickle_output_bytes) +
+                                                " bytes");
+  }
+  Written w;
+  w.pickle = std::move(out_);
+  w.out_of_band = std::move(out_of_band_);
+  return w;
+}
+
+}  // namespace
+
+Result<Written> write(const Graph& graph, const WriteOptions& options, const Limits& limits) {
+  Writer w(graph, options, limits);
+  return w.run();
+}
+
+}  // namespace daskcaps::pickle
