@@ -95,7 +95,7 @@ class PlainStream final : public Stream {
       if (n == 0) return IoStep::eof();
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return IoStep::want_read();
-      if (errno == ECONNRESET) return IoStep::failed(make_error(Errc::network, "connection reset by the peer"));
+      if (errno == ECONNRESET) return IoStep::failed(make_error(Errc::network, std::string(kConnectionReset)));
       return IoStep::failed(make_error(Errc::network, "read failed: " + errno_text(errno)));
     }
   }
@@ -230,9 +230,11 @@ class TlsStream final : public Stream {
               Errc::tls, "the peer closed the connection during the TLS handshake (is it a tls:// endpoint?)"));
         return IoStep::eof();
       }
-      if (saved_errno == ECONNRESET)
-        return IoStep::failed(make_error(stage == "TLS handshake" ? Errc::tls : Errc::network,
-                                         std::string(stage) + ": connection reset by the peer"));
+      if (saved_errno == ECONNRESET) {
+        if (stage == "TLS handshake")
+          return IoStep::failed(make_error(Errc::tls, "the peer reset the connection during the TLS handshake"));
+        return IoStep::failed(make_error(Errc::network, std::string(kConnectionReset)));
+      }
       return IoStep::failed(make_error(Errc::network, std::string(stage) + " failed: " + errno_text(saved_errno)));
     }
     if (reasons.find("unexpected eof") != std::string::npos && stage != "TLS handshake")
@@ -259,6 +261,8 @@ class TlsStream final : public Stream {
 };
 
 }  // namespace
+
+bool is_connection_reset(const Error& e) { return e.code == Errc::network && e.what == kConnectionReset; }
 
 int millis_until(Deadline deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());

@@ -54,6 +54,12 @@ using Deadline = Clock::time_point;
 /// Milliseconds left until `deadline` (0 when passed), for poll().
 int millis_until(Deadline deadline);
 
+/// The `what` of the Errc::network error a read gives when the peer resets
+/// the connection (TCP RST, e.g. it closed with our bytes unread). Callers
+/// that track a conversation treat it like end of stream.
+inline constexpr std::string_view kConnectionReset = "connection reset by the peer";
+bool is_connection_reset(const Error& e);
+
 enum class Scheme : std::uint8_t { tcp, tls };
 
 struct Address {

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstdio>
+#include <optional>
 
 #include "core/frames.h"
 
@@ -199,22 +200,20 @@ Status ClientSession::received(ByteSpan data) {
   }
 }
 
-Status ClientSession::received_eof() {
+Status ClientSession::received_eof(bool reset) {
   if (done()) return ok_status();
+  const std::string closed = reset ? "the peer reset the connection" : "the peer closed the connection";
   const std::uint64_t partial = reader_.buffered();
   if (partial > 0) {
-    std::string what = "the peer closed the connection in the middle of a message (got " +
+    std::string what = closed + " in the middle of a message (got " +
                        std::to_string(partial) + " bytes";
     if (reader_.expected() > 0) what += " of " + std::to_string(reader_.expected());
     what += ", while waiting for " + waiting_for() + ")";
     return make_error(Errc::protocol, what);
   }
   if (stage_ == Stage::handshake)
-    return make_error(Errc::protocol,
-                      "the peer closed the connection without sending a handshake (is it a Dask "
-                      "endpoint? a Dask listener that rejects our handshake closes silently)");
-  return make_error(Errc::protocol, "the peer closed the connection after its handshake, before " +
-                                        waiting_for());
+    return make_error(Errc::protocol, closed + " without sending a handshake (is it a Dask endpoint?)");
+  return make_error(Errc::protocol, closed + " after its handshake, before " + waiting_for());
 }
 
 std::string duration_text(std::chrono::milliseconds d) {
@@ -244,9 +243,12 @@ Status run_session(net::Transport& transport, ClientSession& session, net::Deadl
                    std::string_view timeout_text, net::Clock::time_point* identity_at) {
   // Write everything first: requests are small and Dask serves them in order.
   // A peer that never reads would block us only until the deadline.
+  std::optional<Error> write_error;
   if (auto w = transport.write_all(session.pending_output(), deadline); !w) {
     if (w.error().code == Errc::timeout) return timeout_error(session, transport.peer(), timeout_text);
-    return w;
+    // The peer closed early: what it sent before that says more than the
+    // failed write, so read on and report the write only if nothing else.
+    write_error = w.error();
   }
   session.wrote(session.pending_output().size());
   std::array<std::uint8_t, 64 * 1024> buf;
@@ -254,9 +256,14 @@ Status run_session(net::Transport& transport, ClientSession& session, net::Deadl
     auto n = transport.read_some(buf, deadline);
     if (!n) {
       if (n.error().code == Errc::timeout) return timeout_error(session, transport.peer(), timeout_text);
+      if (net::is_connection_reset(n.error())) return session.received_eof(true);
       return n.error();
     }
-    if (*n == 0) return session.received_eof();
+    if (*n == 0) {
+      auto st = session.received_eof();
+      if (!st && write_error && session.bytes_received() == 0) return *write_error;
+      return st;
+    }
     const auto before = session.stage();
     if (auto st = session.received(ByteSpan(buf.data(), *n)); !st) return st;
     if (identity_at && before <= ClientSession::Stage::identity &&

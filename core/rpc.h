@@ -132,8 +132,9 @@ class ClientSession {
 
   /// Consumes received bytes, parsing every message they complete.
   Status received(ByteSpan data);
-  /// The peer closed its side: fine when done, an error otherwise.
-  Status received_eof();
+  /// The peer closed its side (or reset the connection): fine when done,
+  /// an error that says at which point otherwise.
+  Status received_eof(bool reset = false);
 
   Stage stage() const { return stage_; }
   bool done() const { return stage_ == Stage::done; }

@@ -228,11 +228,10 @@ class Runner {
         want_write = s.kind == IoStep::Kind::want_write;
         break;
       }
-      if (s.kind == IoStep::Kind::error) {
-        finish(c, std::move(s.error));
-        return;
-      }
-      break;  // eof while writing: the read below reports it
+      // A peer that closed early: what it sent before says more than the
+      // failed write, so read on and let the session report.
+      session.wrote(session.pending_output().size());
+      break;
     }
     std::array<std::uint8_t, 64 * 1024> buf;
     for (;;) {
@@ -261,6 +260,14 @@ class Runner {
         return;
       }
       if (s.kind == IoStep::Kind::error) {
+        if (net::is_connection_reset(s.error)) {
+          if (auto st = session.received_eof(true); !st) {
+            finish(c, st.error());
+            return;
+          }
+          complete(c);
+          return;
+        }
         finish(c, std::move(s.error));
         return;
       }
