@@ -1,0 +1,271 @@
+// dask-caps check ENDPOINT [ENDPOINT...] [--json] [--fail-on info|warning|error]
+//   [--timeout S] [--workers] [--as PROBE] [--tls-ca-file F --tls-cert F --tls-key F]
+//
+// Wires options into core: probe files are read (core/probe_file.h), live
+// endpoints queried (core/rpc.h; --workers surveys with core/survey.h), the
+// report built (core/caps_report.h) and rendered (cli/render_check.h).
+//
+// Policy:
+//   - ENDPOINT is a probe file when such a file exists, else an address.
+//   - This host takes part when one endpoint is given, or when --as names
+//     a probe to stand for it; it is probed like `dask-caps probe` (the
+//     first /usr/bin/python3, python3 that has distributed). The handshake
+//     we send is this host's Dask dict plus our "capabilities".
+//   - An endpoint named on the command line that cannot be checked (DNS,
+//     refused, timeout, TLS, broken protocol, incomplete handshake) prints
+//     one error line each and exits 4, after the report (which shows it).
+//     A worker found by --workers that cannot be checked is an
+//     `unreachable` finding instead: a survey reports, it does not stop.
+//   - Otherwise: exit 1 when a finding is at or above --fail-on, else 0.
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+#include <set>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/render_check.h"
+#include "core/caps.h"
+#include "core/caps_report.h"
+#include "core/net.h"
+#include "core/probe.h"
+#include "core/probe_file.h"
+#include "core/rpc.h"
+#include "core/survey.h"
+
+namespace daskcaps::cli {
+
+namespace {
+
+struct CheckArgs {
+  std::vector<std::string> endpoints;
+  bool json = false;
+  std::string fail_on = "error";
+  double timeout_s = 10;
+  double survey_timeout_s = 0;  // 0: max(30 s, 3 x --timeout)
+  std::size_t max_in_flight = 256;
+  bool workers = false;
+  std::string as;
+  net::TlsOptions tls;
+  Limits limits = [] {
+    Limits l;
+    // A scheduler's identity lists every worker: allow big replies, but not
+    // the 8 GiB a capture reader accepts.
+    l.max_message_bytes = std::uint64_t{256} << 20;
+    return l;
+  }();
+};
+
+bool is_regular_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0));
+}
+
+/// The handshake we send: this host's Dask dict, or dask-caps' own (no
+/// compression, pickle protocol 5), plus our capability set.
+Handshake our_handshake(const std::optional<HostProbe>& local) {
+  Handshake h;
+  Capabilities caps;
+  if (local && local->handshake) {
+    h = *local->handshake;
+    caps = local->capabilities;
+  } else {
+    h.compression = CompressionValue::nil();
+    h.pickle_protocol = 5;
+    for (Codec c : kAllCodecs) caps.codecs.emplace_back(codec_name(c));
+    caps.max_pickle_protocol = 5;
+    if (local) caps.gpu = local->capabilities.gpu;
+  }
+  msgpack::Value raw = h.to_msgpack();
+  raw.set("capabilities", capabilities_to_msgpack(caps));
+  h.raw = std::move(raw);
+  return h;
+}
+
+int run_check(const CheckArgs& args) {
+  const Severity fail_on = *severity_from_string(args.fail_on);
+
+  // Classify the endpoints before touching the network.
+  struct Given {
+    std::string text;
+    std::optional<net::Address> address;
+    std::optional<HostProbe> probe;
+  };
+  std::vector<Given> given;
+  bool any_tls = false;
+  for (const auto& text : args.endpoints) {
+    Given g;
+    g.text = text;
+    if (is_regular_file(text)) {
+      auto probe = read_probe_file(text);
+      if (!probe) return report_error("", probe.error());
+      g.probe = std::move(*probe);
+    } else {
+      auto a = net::parse_address(text);
+      if (!a) {
+        const bool looks_like_file = text.find("://") == std::string::npos &&
+                                     (text.find('/') != std::string::npos || text.ends_with(".json"));
+        if (looks_like_file)
+          return report_error(text, make_error(Errc::not_found, "no such probe file"));
+        return report_error("", a.error());
+      }
+      any_tls = any_tls || a->scheme == net::Scheme::tls;
+      g.address = *a;
+    }
+    given.push_back(std::move(g));
+  }
+
+  std::shared_ptr<net::TlsClientContext> tls;
+  if (any_tls || !args.tls.ca_file.empty() || !args.tls.cert_file.empty()) {
+    auto ctx = net::TlsClientContext::create(args.tls);
+    if (!ctx) return report_error("TLS settings", ctx.error());
+    tls = std::move(*ctx);
+  }
+
+  // This host, or the probe that stands for it.
+  const bool local_takes_part = given.size() == 1 || !args.as.empty();
+  std::optional<HostProbe> local_probe;
+  std::optional<Peer> local;
+  if (!args.as.empty()) {
+    auto probe = read_probe_file(args.as);
+    if (!probe) return report_error("--as", probe.error());
+    local_probe = std::move(*probe);
+    local = peer_from_probe(*local_probe, args.as, "client");
+  } else if (local_takes_part) {
+    auto probe = probe_host(ProbeOptions{});
+    if (!probe) return report_error("probing this host", probe.error());
+    local_probe = std::move(*probe);
+    local = peer_from_probe(*local_probe,
+                            "this host" + (local_probe->hostname.empty() ? std::string()
+                                                                         : " (" + local_probe->hostname + ")"),
+                            "client");
+  }
+
+  rpc::QueryOptions query;
+  query.session.ours = our_handshake(local_probe);
+  query.session.limits = args.limits;
+  query.timeout = millis(args.timeout_s);
+  query.tls = tls.get();
+
+  std::vector<report::EndpointInfo> endpoints;
+  std::set<std::string> seen;
+  for (const auto& g : given) {
+    if (g.probe) {
+      endpoints.push_back(report::endpoint_from_probe(g.text, *g.probe));
+      continue;
+    }
+    const std::string address = g.address->to_string();
+    endpoints.push_back(report::endpoint_from_query(address, rpc::query_endpoint(*g.address, query)));
+    seen.insert(address);
+  }
+
+  if (args.workers) {
+    std::vector<net::Address> addrs;
+    std::vector<std::pair<std::string, std::string>> found;  // address, scheduler
+    std::vector<report::EndpointInfo> bad;
+    for (const auto& e : endpoints) {
+      if (e.type != "Scheduler" || !e.identity || !e.identity->ok()) continue;
+      for (const auto& w : report::workers_of(e.identity->value)) {
+        auto a = net::parse_address(w);
+        if (!a) {
+          report::EndpointInfo info;
+          info.address = w;
+          info.given = false;
+          info.discovered_by = e.address;
+          info.error = a.error();
+          bad.push_back(std::move(info));
+          continue;
+        }
+        const std::string norm = a->to_string();
+        if (!seen.insert(norm).second) continue;
+        addrs.push_back(*a);
+        found.emplace_back(norm, e.address);
+      }
+    }
+    survey::SurveyOptions so;
+    so.session = query.session;
+    so.per_endpoint_timeout = query.timeout;
+    so.total_timeout = args.survey_timeout_s > 0 ? millis(args.survey_timeout_s)
+                                                 : std::max(millis(30), 3 * query.timeout);
+    so.max_in_flight = args.max_in_flight;
+    so.tls = tls.get();
+    auto results = survey::survey(addrs, so);
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      auto info = report::endpoint_from_query(found[i].first, results[i]);
+      info.given = false;
+      info.discovered_by = found[i].second;
+      endpoints.push_back(std::move(info));
+    }
+    for (auto& b : bad) endpoints.push_back(std::move(b));
+  }
+
+  const report::Report rep = report::build_report(local_takes_part ? local : std::nullopt, std::move(endpoints));
+
+  bool any_reachable = rep.local.has_value();
+  for (const auto& e : rep.endpoints) any_reachable = any_reachable || e.peer.has_value();
+  if (args.json)
+    print_json(check_report_json(rep));
+  else if (any_reachable)
+    render_check_text(rep, std::cout);
+  std::cout.flush();
+
+  int failed = kExitOk;
+  for (const auto& e : rep.endpoints)
+    if (e.given && e.error) failed = report_error(e.address, *e.error);
+  if (failed != kExitOk) return failed;
+  if (rep.summary.worst && *rep.summary.worst >= fail_on) return kExitFindings;
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_check(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<CheckArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "check", "Handshake with live Dask endpoints or read probe files, and report what Dask "
+               "negotiates between them, what it should negotiate, and why");
+  cmd->add_option("endpoints", args->endpoints,
+                  "tcp://host:port, tls://host:port, host:port, or a probe file")
+      ->required()
+      ->type_name("ENDPOINT");
+  cmd->add_flag("--json", args->json, "print one JSON document (schema dask-caps.check/1)");
+  cmd->add_option("--fail-on", args->fail_on, "exit 1 when a finding is at least this severe")
+      ->check(CLI::IsMember({"info", "warning", "error"}))
+      ->capture_default_str();
+  cmd->add_option("--timeout", args->timeout_s,
+                  "seconds for each endpoint: connect, TLS, handshake and replies")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_flag("--workers", args->workers,
+                "also check every worker a scheduler endpoint lists, concurrently");
+  cmd->add_option("--survey-timeout", args->survey_timeout_s,
+                  "total seconds for the --workers survey (default: max(30, 3 x --timeout))")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-in-flight", args->max_in_flight,
+                  "connections the --workers survey keeps open at once")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  cmd->add_option("--as", args->as, "a probe file that stands for this host")
+      ->type_name("PROBE")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tls-ca-file", args->tls.ca_file,
+                  "CA certificate(s) that verify tls:// peers (default: the system store)")
+      ->type_name("FILE")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tls-cert", args->tls.cert_file, "our client certificate (PEM)")
+      ->type_name("FILE")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tls-key", args->tls.key_file, "the key of --tls-cert (default: inside it)")
+      ->type_name("FILE")
+      ->check(CLI::ExistingFile);
+  add_limit_flags(*cmd, args->limits);
+  cmd->callback([args, &exit_code] { exit_code = run_check(*args); });
+}
+
+}  // namespace daskcaps::cli

@@ -1,0 +1,343 @@
+#include "cli/render_check.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace daskcaps::cli {
+
+namespace {
+
+using report::kLocal;
+using report::Report;
+
+Json compression_json(const CompressionValue& c) {
+  switch (c.kind) {
+    case CompressionValue::Kind::nil: return nullptr;
+    case CompressionValue::Kind::false_: return false;
+    case CompressionValue::Kind::name: return c.name;
+  }
+  return nullptr;
+}
+
+Json handshake_json(const Handshake& h) {
+  return msgpack_to_json(h.raw.is_map() ? h.raw : h.to_msgpack());
+}
+
+Json peer_capabilities_json(const Peer& p) {
+  Json c = Json::object();
+  c["codecs"] = p.codecs;
+  if (!p.codecs_unknown.empty()) c["codecs-unknown"] = p.codecs_unknown;
+  c["max-pickle-protocol"] = p.max_pickle_protocol;
+  c["gpu"] = p.gpu ? Json(*p.gpu) : Json(nullptr);
+  c["source"] = p.published ? "published" : "inferred";
+  return c;
+}
+
+Json negotiation_json(const DaskNegotiation& d) {
+  Json j = Json::object();
+  if (!d.ok) {
+    j["compression"] = nullptr;
+    j["pickle-protocol"] = nullptr;
+    j["error"] = d.failure;
+    return j;
+  }
+  j["compression"] = compression_json(d.compression);
+  j["pickle-protocol"] = d.pickle_protocol;
+  return j;
+}
+
+Json codec_json(const std::optional<std::string>& c) { return c ? Json(*c) : Json(nullptr); }
+
+Json findings_json(const std::vector<Finding>& findings) {
+  Json arr = Json::array();
+  for (const auto& f : findings) {
+    Json j = Json::object();
+    j["severity"] = to_string(f.severity);
+    j["code"] = f.code;
+    j["message"] = f.message;
+    j["hint"] = f.hint;
+    arr.push_back(std::move(j));
+  }
+  return arr;
+}
+
+double round2(double v) { return std::round(v * 100.0) / 100.0; }
+
+std::string short_compression(const CompressionValue& c) {
+  switch (c.kind) {
+    case CompressionValue::Kind::nil: return "None";
+    case CompressionValue::Kind::false_: return "False";
+    case CompressionValue::Kind::name: return c.name;
+  }
+  return "None";
+}
+
+std::string codec_text(const std::optional<std::string>& c) { return c ? *c : "none"; }
+
+}  // namespace
+
+Json msgpack_to_json(const msgpack::Value& v) {
+  using msgpack::Type;
+  switch (v.type()) {
+    case Type::nil: return nullptr;
+    case Type::boolean: return v.as_bool();
+    case Type::int_: {
+      const auto& i = v.as_int();
+      if (i.negative) return i.i;
+      return i.u;
+    }
+    case Type::float32:
+    case Type::float64: {
+      const double d = v.as_double();
+      if (!std::isfinite(d)) return msgpack::repr(v);
+      return d;
+    }
+    case Type::str: return v.as_str();
+    case Type::bin:
+    case Type::ext: return msgpack::repr(v);
+    case Type::array: {
+      Json a = Json::array();
+      for (const auto& e : v.as_array()) a.push_back(msgpack_to_json(e));
+      return a;
+    }
+    case Type::map: {
+      Json m = Json::object();
+      for (const auto& [k, val] : v.as_map()) m[k.is_str() ? k.as_str() : msgpack::repr(k)] = msgpack_to_json(val);
+      return m;
+    }
+  }
+  return nullptr;
+}
+
+Json check_report_json(const Report& rep) {
+  Json doc = json_document(kCheckSchema);
+  if (rep.local) {
+    Json l = Json::object();
+    l["name"] = rep.local->name;
+    l["host"] = rep.local->host;
+    l["handshake"] = rep.local->handshake ? handshake_json(*rep.local->handshake) : Json(nullptr);
+    l["python"] = rep.local->python.empty() ? Json(nullptr) : Json(rep.local->python);
+    l["capabilities"] = peer_capabilities_json(*rep.local);
+    doc["local"] = std::move(l);
+  } else {
+    doc["local"] = nullptr;
+  }
+
+  Json eps = Json::array();
+  for (const auto& e : rep.endpoints) {
+    Json j = Json::object();
+    j["address"] = e.address;
+    j["type"] = e.type.empty() ? Json(nullptr) : Json(e.type);
+    j["handshake"] = e.handshake ? handshake_json(*e.handshake) : Json(nullptr);
+    if (e.versions && e.versions->ok())
+      j["versions"] = msgpack_to_json(e.versions->value);
+    else
+      j["versions"] = nullptr;
+    j["rtt-ms"] = e.rtt_ms ? Json(round2(*e.rtt_ms)) : Json(nullptr);
+    j["error"] = e.error ? Json(e.error->message()) : Json(nullptr);
+    if (e.error) j["error-kind"] = std::string(to_string(e.error->code));
+    if (e.identity && !e.identity->ok()) j["identity-error"] = e.identity->describe("identity");
+    if (e.versions && !e.versions->ok()) j["versions-error"] = e.versions->describe("versions");
+    if (e.identity && e.identity->ok())
+      if (const auto* id = e.identity->value.find("id"); id && id->is_str()) j["id"] = id->as_str();
+    if (!e.given) j["discovered-by"] = e.discovered_by;
+    if (e.group) j["group"] = *e.group;
+    if (e.peer) {
+      j["python"] = e.peer->python.empty() ? Json(nullptr) : Json(e.peer->python);
+      j["capabilities"] = peer_capabilities_json(*e.peer);
+    }
+    eps.push_back(std::move(j));
+  }
+  doc["endpoints"] = std::move(eps);
+
+  Json pairs = Json::array();
+  for (const auto& p : rep.pairs) {
+    Json j = Json::object();
+    j["a"] = report::side_name(rep, p.a);
+    j["b"] = report::side_name(rep, p.b);
+    if (p.report.dask) {
+      Json d = negotiation_json(*p.report.dask);
+      if (p.report.scheduler_initiated) d["scheduler-initiated"] = negotiation_json(*p.report.scheduler_initiated);
+      j["dask"] = std::move(d);
+    } else {
+      j["dask"] = nullptr;
+    }
+    const Recommendation& r = p.report.recommended;
+    Json rec = Json::object();
+    if (r.a_to_b.codec == r.b_to_a.codec)
+      rec["compression"] = codec_json(r.a_to_b.codec);
+    else
+      rec["compression"] = Json{{"a-to-b", codec_json(r.a_to_b.codec)}, {"b-to-a", codec_json(r.b_to_a.codec)}};
+    rec["pickle-protocol"] = r.pickle_protocol;
+    if (r.a_to_b.layout == r.b_to_a.layout)
+      rec["layout"] = r.a_to_b.layout;
+    else
+      rec["layout"] = Json{{"a-to-b", r.a_to_b.layout}, {"b-to-a", r.b_to_a.layout}};
+    j["recommended"] = std::move(rec);
+    j["findings"] = findings_json(p.report.findings);
+    if (p.a_group) j["a-group"] = *p.a_group;
+    if (p.b_group) {
+      j["b-group"] = *p.b_group;
+      j["b-members"] = rep.summary.groups[*p.b_group].members.size();
+    }
+    pairs.push_back(std::move(j));
+  }
+  doc["pairs"] = std::move(pairs);
+
+  const auto& s = rep.summary;
+  Json sum = Json::object();
+  sum["endpoints"] = s.endpoints;
+  sum["reachable"] = s.reachable;
+  sum["unreachable"] = s.unreachable;
+  sum["pairs"] = rep.pairs.size();
+  sum["findings"] = Json{{"error", s.errors}, {"warning", s.warnings}, {"info", s.info}};
+  sum["worst"] = s.worst ? Json(std::string(to_string(*s.worst))) : Json(nullptr);
+  Json groups = Json::array();
+  for (std::size_t g = 0; g < s.groups.size(); ++g) {
+    const auto& grp = s.groups[g];
+    const auto& repr = rep.endpoints[grp.representative()];
+    Json j = Json::object();
+    j["id"] = g;
+    j["scheduler"] = rep.endpoints[grp.scheduler].address;
+    j["size"] = grp.members.size();
+    j["handshake"] = repr.handshake ? handshake_json(*repr.handshake) : Json(nullptr);
+    j["python"] = repr.peer && !repr.peer->python.empty() ? Json(repr.peer->python) : Json(nullptr);
+    if (repr.peer) j["capabilities"] = peer_capabilities_json(*repr.peer);
+    Json members = Json::array();
+    for (std::size_t m : grp.members) members.push_back(rep.endpoints[m].address);
+    j["members"] = std::move(members);
+    groups.push_back(std::move(j));
+  }
+  sum["groups"] = std::move(groups);
+  Json outliers = Json::array();
+  for (std::size_t o : s.outliers) outliers.push_back(rep.endpoints[o].address);
+  sum["outliers"] = std::move(outliers);
+  Json degraded = Json::array();
+  for (const auto& d : s.degraded) {
+    const auto& p = rep.pairs[d.pair];
+    degraded.push_back(Json{{"a", report::side_name(rep, p.a)},
+                            {"b", report::side_name(rep, p.b)},
+                            {"worst", std::string(to_string(d.worst))},
+                            {"codes", d.codes}});
+  }
+  sum["degraded"] = std::move(degraded);
+  Json relay = Json::array();
+  for (const auto& r : s.relay)
+    relay.push_back(Json{{"from", r.from}, {"via", r.via}, {"to", r.to}, {"codec", r.codec}, {"predicted", r.predicted}});
+  sum["relay"] = std::move(relay);
+  sum["cluster-findings"] = findings_json(s.findings);
+  doc["summary"] = std::move(sum);
+  return doc;
+}
+
+void render_check_text(const Report& rep, std::ostream& out) {
+  const auto describe_peer = [](const Peer& p) {
+    std::string s;
+    if (p.handshake) {
+      s += "compression " + (p.handshake->compression ? short_compression(*p.handshake->compression) : "<missing>");
+      s += ", pickle " + (p.handshake->pickle_protocol ? std::to_string(*p.handshake->pickle_protocol)
+                                                         : std::string("<missing>"));
+    } else {
+      s += "no Dask";
+    }
+    if (!p.python.empty()) s += ", Python " + p.python;
+    s += ", codecs";
+    for (const auto& c : p.codecs) s += " " + c;
+    if (p.codecs.empty()) s += " none";
+    if (p.gpu) s += *p.gpu ? ", GPU" : ", no GPU";
+    return s;
+  };
+
+  if (rep.local) out << rep.local->name << ": " << describe_peer(*rep.local) << '\n';
+  std::size_t shown = 0;
+  const std::size_t kMaxWorkers = 20;
+  std::size_t hidden = 0;
+  for (const auto& e : rep.endpoints) {
+    if (!e.given && shown >= kMaxWorkers) {
+      ++hidden;
+      continue;
+    }
+    if (!e.given) ++shown;
+    out << e.address;
+    if (!e.type.empty() && e.type != "file") out << " (" << e.type << ")";
+    if (e.peer) out << ": " << describe_peer(*e.peer);
+    if (e.rtt_ms) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.2f", *e.rtt_ms);
+      out << ", rtt " << buf << " ms";
+    }
+    if (e.error) out << "\n  error: " << e.error->message();
+    out << '\n';
+  }
+  if (hidden) out << "... and " << hidden << " more workers (--json lists them all)\n";
+
+  for (const auto& p : rep.pairs) {
+    out << '\n' << report::side_name(rep, p.a) << "  <->  " << report::side_name(rep, p.b);
+    if (p.b_group) out << "  (group " << *p.b_group << ": " << rep.summary.groups[*p.b_group].members.size() << " workers)";
+    out << '\n';
+    if (p.report.dask) {
+      const auto& d = *p.report.dask;
+      if (d.ok)
+        out << "  Dask negotiates:  compression " << short_compression(d.compression) << ", pickle protocol "
+            << d.pickle_protocol << '\n';
+      else
+        out << "  Dask fails:       " << d.failure << '\n';
+      if (p.report.scheduler_initiated && p.report.scheduler_initiated->ok)
+        out << "  (scheduler-opened comms: compression "
+            << short_compression(p.report.scheduler_initiated->compression) << ", pickle protocol "
+            << p.report.scheduler_initiated->pickle_protocol << ")\n";
+    }
+    const auto& r = p.report.recommended;
+    out << "  recommended:      ";
+    if (r.a_to_b.codec == r.b_to_a.codec)
+      out << "compression " << codec_text(r.a_to_b.codec);
+    else
+      out << "compression " << codec_text(r.a_to_b.codec) << " a->b, " << codec_text(r.b_to_a.codec) << " b->a";
+    out << ", pickle protocol " << r.pickle_protocol << ", layout ";
+    if (r.a_to_b.layout == r.b_to_a.layout)
+      out << r.a_to_b.layout;
+    else
+      out << r.a_to_b.layout << " a->b, " << r.b_to_a.layout << " b->a";
+    out << '\n';
+    for (const auto& f : p.report.findings) {
+      out << "  " << to_string(f.severity) << " " << f.code << ": " << f.message << '\n';
+      out << "      hint: " << f.hint << '\n';
+    }
+  }
+
+  const auto& s = rep.summary;
+  if (!s.groups.empty()) {
+    out << "\nworker groups (identical capabilities):\n";
+    for (std::size_t g = 0; g < s.groups.size(); ++g) {
+      const auto& grp = s.groups[g];
+      out << "  group " << g << ": " << grp.members.size() << " worker" << (grp.members.size() == 1 ? "" : "s")
+          << " of " << rep.endpoints[grp.scheduler].address << ", e.g. "
+          << rep.endpoints[grp.representative()].address << '\n';
+    }
+    if (!s.outliers.empty()) {
+      out << "  outliers:";
+      std::size_t n = 0;
+      for (std::size_t o : s.outliers) {
+        if (n++ == 10) {
+          out << " ...";
+          break;
+        }
+        out << ' ' << rep.endpoints[o].address;
+      }
+      out << '\n';
+    }
+  }
+  for (const auto& r : s.relay)
+    out << "relay: " << r.from << " -> " << r.via << " -> " << r.to << " carries " << r.codec
+        << (r.predicted ? " (predicted)" : "") << ", which the receiver cannot decode\n";
+  for (const auto& f : s.findings) {
+    out << to_string(f.severity) << " " << f.code << ": " << f.message << '\n';
+    out << "    hint: " << f.hint << '\n';
+  }
+  out << "\nsummary: " << s.endpoints << " endpoint" << (s.endpoints == 1 ? "" : "s") << " (" << s.reachable
+      << " reachable), " << rep.pairs.size() << " pair" << (rep.pairs.size() == 1 ? "" : "s") << ", "
+      << s.errors << " error" << (s.errors == 1 ? "" : "s") << ", " << s.warnings << " warning"
+      << (s.warnings == 1 ? "" : "s") << ", " << s.info << " info\n";
+}
+
+}  // namespace daskcaps::cli
