@@ -433,6 +433,7 @@ void TcpReassembler::add_segment(const pcap::TcpSegment& seg, const Key& key, do
     if (conn != nullptr) close_connection(key, false);
     conn = &open_connection(key, src, timestamp);
   } else if (conn == nullptr) {
+    if (seg.has(pcap::tcp_flag::kRst) && !syn) return;  // a stray reset opens nothing
     if (last_id_.count(key) != 0) {
       // A late packet of an ended connection (final ACK, retransmitted FIN).
       infos_[last_id_[key]].last_ts = timestamp;

@@ -169,6 +169,7 @@ struct ConnectionInfo {
   double first_ts = 0, last_ts = 0;
   std::uint64_t bytes[2] = {0, 0};     // stream bytes captured in order, per Direction
   std::uint64_t skipped[2] = {0, 0};   // bytes in no message: lost + resync + unfinished tail
+                                       // (only lost ones for a direction not extracted)
   std::uint64_t lost[2] = {0, 0};      // of those, bytes missing from the capture
   std::uint64_t messages[2] = {0, 0};  // messages extracted
   bool ended = false;                  // FIN seen both ways, or RST

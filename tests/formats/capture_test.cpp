@@ -371,6 +371,47 @@ TEST_CASE("capture: huge lengths stop the capture with the file offset") {
   CHECK(ng.error->offset == blk + 4);
 }
 
+TEST_CASE("capture: random corruption gives errors or warnings, never a crash") {
+  // A deterministic mini fuzz over both formats (run it under the sanitizers).
+  Sample s = sample("10.0.0.1", "10.0.0.2");
+  std::vector<Segment> segs = s.conv.segments;
+  segs.push_back(segs[5]);  // a retransmission
+  std::swap(segs[6], segs[7]);
+  const Buffer files[] = {write_pcap(segs, Link::ethernet_vlan), write_pcapng(segs, Link::sll2, true, 9)};
+  std::uint64_t state = 0x9e3779b97f4a7c15ull;
+  auto rnd = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  std::size_t errors = 0, clean = 0;
+  for (const Buffer& file : files) {
+    for (int round = 0; round < 1500; ++round) {
+      Buffer bad = file;
+      const int edits = 1 + static_cast<int>(rnd() % 4);
+      for (int e = 0; e < edits; ++e) {
+        const std::size_t at = rnd() % bad.size();
+        switch (rnd() % 3) {
+          case 0: bad[at] = static_cast<std::uint8_t>(rnd()); break;
+          case 1: bad[at] ^= static_cast<std::uint8_t>(1u << (rnd() % 8)); break;
+          default: bad[at] = (rnd() % 2) ? 0xff : 0x00; break;
+        }
+      }
+      Result_ r = read_capture(bad);
+      if (r.error) {
+        ++errors;
+        CHECK(r.error->what.size() > 0);
+      } else {
+        ++clean;
+      }
+      CHECK(r.messages.size() <= 64);
+    }
+  }
+  CHECK(errors > 0);
+  CHECK(clean > 0);
+}
+
 TEST_CASE("capture: reads a file from disk") {
   Sample s = sample("127.0.0.1", "127.0.0.1");
   const Buffer file = write_pcap(s.conv.segments, Link::null_le);

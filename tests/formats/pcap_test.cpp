@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 
@@ -77,8 +78,10 @@ void check_sample(const pcap::DecodedPacket& d, const Segment& s, bool v6) {
   CHECK(!d.tcp.first_fragment);
 }
 
+// The decoded packet points into its record: keep every record alive.
 pcap::DecodedPacket decode_segment(const Segment& s, Link l = Link::ethernet) {
-  Record r = record_of(s, l);
+  static std::deque<Record> records;
+  const Record& r = records.emplace_back(record_of(s, l));
   return pcap::decode_packet(link_type(l), r.data, r.original);
 }
 

@@ -647,6 +647,23 @@ TEST_CASE("tcp_reassembly: IPv6 endpoints are bracketed") {
   CHECK(r.messages.size() == 1);
 }
 
+TEST_CASE("tcp_reassembly: a refused connection is listed, a stray reset is not") {
+  Conversation c;
+  c.segments.push_back(c.make(true, kSyn));
+  c.segments.push_back(c.make(false, kRst | kAck));
+  Conversation stray;
+  stray.cport = 50000;
+  stray.rst(true);
+  std::vector<Segment> segs = c.segments;
+  segs.push_back(stray.segments[0]);
+  Run r = reassemble(segs);
+  REQUIRE(r.connections.size() == 1);
+  CHECK(r.connections[0].saw_syn);
+  CHECK(r.connections[0].ended);
+  CHECK(r.connections[0].bytes[0] == 0);
+  CHECK(r.messages.empty());
+}
+
 TEST_CASE("tcp_reassembly: direction names") {
   CHECK(to_string(c2s) == "client_to_server");
   CHECK(parse_direction("s2c") == s2c);
