@@ -5,7 +5,7 @@
 namespace daskcaps::formats {
 
 MessageExtractor::MessageExtractor(const Limits& limits, bool start_in_sync)
-    : limits_(limits), in_sync_(start_in_sync) {}
+    : limits_(limits), in_sync_(start_in_sync), resyncing_(!start_in_sync) {}
 
 void MessageExtractor::compact() {
   if (start_ == 0) return;
@@ -39,6 +39,7 @@ void MessageExtractor::gap(std::uint64_t count) {
   start_ = 0;
   need_ = 0;
   in_sync_ = false;
+  resyncing_ = true;
 }
 
 bool plausible_prelude(ByteSpan prefix, const Limits& limits, std::uint64_t max_frames) {
@@ -123,8 +124,10 @@ Result<std::optional<StreamMessage>> MessageExtractor::extract() {
     ByteSpan here(buf_.data() + start_, buf_.size() - start_);
     auto step = decode_frames(here, limits_, offset());
     if (!step) {
-      if (skipped_pending_ > 0 || skipped_total_ > 0) {
+      if (resyncing_ || skipped_pending_ > 0 || skipped_total_ > 0) {
         // A resync candidate that turned out wrong: skip one byte, scan on.
+        // (An extractor that started out of sync resyncs before it has
+        // skipped anything: its first candidate may be the wrong one.)
         ++start_;
         ++skipped_pending_;
         in_sync_ = false;

@@ -79,6 +79,7 @@ class MessageExtractor {
   std::uint64_t skipped_pending_ = 0;
   std::uint64_t skipped_total_ = 0;
   bool in_sync_;
+  bool resyncing_;  // started out of sync or saw a gap: bad candidates are skipped
   bool failed_ = false;
 };
 

@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+#include "core/byte_writer.h"
+
 #include "support/dask_builder.h"
 
 using namespace daskcaps;
@@ -94,4 +96,35 @@ TEST_CASE("message_stream: pending_need tells how much is missing") {
   REQUIRE(r);
   CHECK(!*r);
   CHECK(x.pending_need() == m.size() - 100);
+}
+
+TEST_CASE("message_stream: out of sync from the start, a first candidate that fails to decode is skipped") {
+  // Looks like a prelude to the resync scan (L matches frame 0, frame 0
+  // starts like a msgpack map) but its frame 1 is too large for the limit:
+  // decode_frames rejects it. Before anything was skipped this used to be a
+  // hard error; an extractor that starts out of sync must scan on instead.
+  Buffer s;
+  ByteWriter w(s);
+  const Limits limits;
+  w.u64_le(8 + 16 + 10);
+  w.u64_le(2);
+  w.u64_le(10);
+  w.u64_le(limits.max_message_bytes - 10);
+  for (int i = 0; i < 10; ++i) w.u8(0x80);
+  const std::size_t junk = s.size();
+  Buffer real = message("real", 5);
+  s.insert(s.end(), real.begin(), real.end());
+  REQUIRE(plausible_prelude(s, limits, MessageExtractor::kResyncMaxFrames));
+  MessageExtractor x(limits, false);
+  x.push(s);
+  auto got = drain(x);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].offset == junk);
+  CHECK(got[0].skipped_before == junk);
+  // In sync from the start, the same bytes stay an error.
+  MessageExtractor strict(limits, true);
+  strict.push(s);
+  auto r = strict.next();
+  REQUIRE(!r);
+  CHECK(r.error().code == Errc::limit_exceeded);
 }
