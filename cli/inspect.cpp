@@ -1,0 +1,320 @@
+// dask-caps inspect DUMP [--json] [--message N] [--dis]
+// Decodes captured Dask traffic and describes every message without
+// executing anything. Thin: reading is in formats/ (raw streams, pcap and
+// pcapng with TCP reassembly), the description in core/describe.h, the
+// negotiation in core/caps.h, the rendering in cli/render_inspect.cpp.
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/render_inspect.h"
+#include "core/caps.h"
+#include "core/describe.h"
+#include "core/message.h"
+#include "formats/capture.h"
+#include "formats/raw_stream.h"
+
+namespace daskcaps::cli {
+
+namespace {
+
+struct InspectOptions {
+  std::string input;
+  bool json = false;
+  std::optional<std::size_t> message;
+  bool dis = false;
+  std::vector<std::uint16_t> ports;
+  Limits limits;
+};
+
+// One message from either kind of input.
+struct Item {
+  std::size_t index = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t wire_size = 0;
+  std::uint64_t skipped_before = 0;
+  bool short_length = false;
+  std::vector<Bytes> frames;
+  // pcap only
+  std::optional<std::size_t> connection;
+  formats::Direction direction = formats::Direction::client_to_server;
+  double timestamp = 0;
+  bool at_stream_start = false;
+};
+
+using NextFn = std::function<Result<std::optional<Item>>()>;
+
+Result<Buffer> read_head(const std::string& path, std::size_t n) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return make_error(Errc::io, std::strerror(errno));
+  Buffer head(n);
+  head.resize(std::fread(head.data(), 1, n, f));
+  std::fclose(f);
+  return head;
+}
+
+std::string direction_short(formats::Direction d) {
+  return d == formats::Direction::client_to_server ? "c2s" : "s2c";
+}
+
+struct ConnectionHandshakes {
+  std::optional<Handshake> client, server;
+};
+
+Json connections_json(const std::vector<formats::ConnectionInfo>& conns,
+                      const std::map<std::size_t, ConnectionHandshakes>& handshakes) {
+  Json out = Json::array();
+  for (const auto& c : conns) {
+    Json j;
+    j["id"] = c.id;
+    j["client"] = c.client;
+    j["server"] = c.server;
+    j["saw-syn"] = c.saw_syn;
+    j["first-timestamp"] = c.first_ts;
+    j["last-timestamp"] = c.last_ts;
+    j["bytes"] = {{"client-to-server", c.bytes[0]}, {"server-to-client", c.bytes[1]}};
+    j["messages"] = {{"client-to-server", c.messages[0]}, {"server-to-client", c.messages[1]}};
+    j["skipped-bytes"] = {{"client-to-server", c.skipped[0]}, {"server-to-client", c.skipped[1]}};
+    j["lost-bytes"] = {{"client-to-server", c.lost[0]}, {"server-to-client", c.lost[1]}};
+    j["ended"] = c.ended;
+    auto it = handshakes.find(c.id);
+    const ConnectionHandshakes* hs = it == handshakes.end() ? nullptr : &it->second;
+    j["handshake"] = {
+        {"client", hs && hs->client ? handshake_json(*hs->client) : Json(nullptr)},
+        {"server", hs && hs->server ? handshake_json(*hs->server) : Json(nullptr)}};
+    if (hs && hs->client && hs->server) {
+      DaskNegotiation n = dask_negotiate(*hs->client, *hs->server);
+      Json neg;
+      neg["ok"] = n.ok;
+      if (!n.ok) neg["failure"] = n.failure;
+      neg["compression"] = n.compression.kind == CompressionValue::Kind::name ? Json(n.compression.name)
+                           : n.compression.kind == CompressionValue::Kind::false_ ? Json(false)
+                                                                                   : Json(nullptr);
+      neg["pickle-protocol"] = n.ok ? Json(n.pickle_protocol) : Json(nullptr);
+      j["negotiated"] = std::move(neg);
+    } else {
+      j["negotiated"] = nullptr;
+    }
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+void connections_text(std::ostream& out, const std::vector<formats::ConnectionInfo>& conns,
+                      const std::map<std::size_t, ConnectionHandshakes>& handshakes) {
+  for (const auto& c : conns) {
+    out << "connection " << c.id << "  " << c.client << " -> " << c.server << "  "
+        << c.messages[0] << "+" << c.messages[1] << " messages, " << c.bytes[0] << "+" << c.bytes[1]
+        << " bytes";
+    if (c.skipped[0] || c.skipped[1]) out << ", skipped " << c.skipped[0] << "+" << c.skipped[1];
+    if (!c.saw_syn) out << ", started before the capture";
+    out << '\n';
+    auto it = handshakes.find(c.id);
+    if (it == handshakes.end() || !it->second.client || !it->second.server) {
+      out << "  handshake: not captured\n";
+      continue;
+    }
+    const Handshake& a = *it->second.client;
+    const Handshake& b = *it->second.server;
+    auto side = [&](const char* who, const Handshake& h) {
+      out << "  " << who << " sent compression=" << (h.compression ? h.compression->to_string() : "<missing>")
+          << " python=" << (h.python ? h.python_version() : "<missing>") << " pickle-protocol="
+          << (h.pickle_protocol ? std::to_string(*h.pickle_protocol) : "<missing>") << '\n';
+    };
+    side("client", a);
+    side("server", b);
+    DaskNegotiation n = dask_negotiate(a, b);
+    if (n.ok)
+      out << "  negotiated compression=" << n.compression.to_string()
+          << " pickle-protocol=" << n.pickle_protocol << '\n';
+    else
+      out << "  Dask fails this handshake: " << n.failure << '\n';
+  }
+}
+
+int run_inspect(const InspectOptions& opt) {
+  auto head = read_head(opt.input, 64);
+  if (!head) return report_error(opt.input, head.error());
+
+  NextFn next;
+  std::unique_ptr<formats::RawStreamReader> raw;
+  std::unique_ptr<formats::PcapMessageReader> pcap;
+  std::size_t raw_index = 0;
+  if (formats::PcapMessageReader::sniff(*head)) {
+    formats::CaptureOptions copt;
+    copt.ports = opt.ports;
+    auto r = formats::PcapMessageReader::open(opt.input, opt.limits, copt);
+    if (!r) return report_error(opt.input, r.error());
+    pcap = std::move(*r);
+    next = [&, index = std::size_t{0}]() mutable -> Result<std::optional<Item>> {
+      auto m = pcap->next();
+      if (!m) return std::move(m).error();
+      if (!*m) return std::optional<Item>{};
+      Item it;
+      it.index = index++;
+      it.offset = (*m)->message.offset;
+      it.wire_size = (*m)->message.wire_size;
+      it.skipped_before = (*m)->message.skipped_before;
+      it.short_length = (*m)->message.short_length;
+      it.frames = std::move((*m)->message.frames);
+      it.connection = (*m)->connection;
+      it.direction = (*m)->direction;
+      it.timestamp = (*m)->timestamp;
+      it.at_stream_start = (*m)->at_stream_start();
+      return std::optional<Item>(std::move(it));
+    };
+  } else {
+    if (!head->empty() && !formats::RawStreamReader::sniff(*head, opt.limits))
+      return report_error(opt.input,
+                          make_error(Errc::bad_magic,
+                                     "not a pcap/pcapng capture or a Dask raw stream "
+                                     "(the first 16 bytes are no message prelude)",
+                                     0));
+    auto r = formats::RawStreamReader::open(opt.input, opt.limits);
+    if (!r) return report_error(opt.input, r.error());
+    raw = std::move(*r);
+    next = [&]() -> Result<std::optional<Item>> {
+      raw_index = raw->next_index();
+      auto m = raw->next();
+      if (!m) return std::move(m).error();
+      if (!*m) return std::optional<Item>{};
+      Item it;
+      it.index = raw_index;
+      it.offset = (*m)->offset;
+      it.wire_size = (*m)->wire_size;
+      it.short_length = (*m)->short_length;
+      it.frames = std::move((*m)->frames);
+      it.at_stream_start = it.index == 0;
+      return std::optional<Item>(std::move(it));
+    };
+  }
+
+  DescribeOptions dopt;
+  dopt.limits = opt.limits;
+  dopt.disassemble = opt.dis;
+
+  Json messages = Json::array();
+  std::map<std::size_t, ConnectionHandshakes> handshakes;
+  std::size_t count = 0, objects = 0;
+  std::uint64_t bytes = 0;
+  std::optional<Error> first_bad;
+  int exit_code = kExitOk;
+
+  for (;;) {
+    auto item = next();
+    if (!item) {
+      exit_code = report_error(opt.input, item.error());
+      break;
+    }
+    if (!*item) break;
+    Item& it = **item;
+    ++count;
+    bytes += it.wire_size;
+    const bool wanted = !opt.message || *opt.message == it.index;
+
+    auto offsets = frame_offsets_for(it.offset, it.frames);
+    auto parsed = parse_message(std::move(it.frames), opt.limits, offsets);
+    if (parsed && it.connection && it.at_stream_start && parsed->is_handshake()) {
+      auto h = handshake_from_msgpack(parsed->root);
+      if (h) {
+        auto& slot = handshakes[*it.connection];
+        (it.direction == formats::Direction::client_to_server ? slot.client : slot.server) = std::move(*h);
+      }
+    }
+    if (!wanted) continue;
+
+    Json where;
+    std::string where_text;
+    if (it.connection) {
+      where["connection"] = *it.connection;
+      where["direction"] = std::string(formats::to_string(it.direction));
+      where["timestamp"] = it.timestamp;
+      where_text = "conn " + std::to_string(*it.connection) + " " + direction_short(it.direction) + "  ";
+    }
+    if (!parsed) {
+      Error e = std::move(parsed).error();
+      e.add_context("message " + std::to_string(it.index));
+      if (opt.json) {
+        Json bad = where;
+        bad["index"] = it.index;
+        bad["offset"] = it.offset;
+        bad["wire-bytes"] = it.wire_size;
+        bad["error"] = e.message();
+        messages.push_back(std::move(bad));
+      } else {
+        std::cout << where_text << "message " << it.index << " @" << hex_offset(it.offset)
+                  << "  unreadable: " << e.message() << '\n';
+      }
+      if (!first_bad) first_bad = std::move(e);
+      continue;
+    }
+    MessageReport report = describe_message(*parsed, dopt);
+    report.index = it.index;
+    report.offset = it.offset;
+    report.wire_bytes = it.wire_size;
+    report.skipped_before = it.skipped_before;
+    report.short_length = it.short_length;
+    objects += report.objects.size();
+    if (opt.json) {
+      Json j = where;
+      Json body = message_report_json(report);
+      for (auto& [k, v] : body.items()) j[k] = std::move(v);
+      messages.push_back(std::move(j));
+    } else {
+      std::cout << where_text;
+      render_message_text(std::cout, report);
+    }
+  }
+
+  if (opt.message && *opt.message >= count && exit_code == kExitOk)
+    return report_error(opt.input, make_error(Errc::usage, "--message " + std::to_string(*opt.message) +
+                                                               ": the input holds " +
+                                                               std::to_string(count) + " messages"));
+  if (opt.json) {
+    Json doc = json_document("dask-caps.inspect/1");
+    doc["input"] = opt.input;
+    doc["format"] = pcap ? std::string(pcap->format() == formats::pcap::FileFormat::pcapng ? "pcapng" : "pcap")
+                         : std::string("raw");
+    if (pcap) {
+      doc["connections"] = connections_json(pcap->connections(), handshakes);
+      doc["warnings"] = pcap->warnings();
+    }
+    doc["messages"] = std::move(messages);
+    doc["summary"] = {{"messages", count}, {"objects", objects}, {"bytes", bytes}};
+    print_json(doc);
+  } else {
+    if (pcap) {
+      connections_text(std::cout, pcap->connections(), handshakes);
+      for (const std::string& w : pcap->warnings()) std::cout << "warning: " << w << '\n';
+    }
+    std::cout << count << (count == 1 ? " message, " : " messages, ") << objects
+              << (objects == 1 ? " object, " : " objects, ") << bytes << " bytes\n";
+  }
+  if (exit_code != kExitOk) return exit_code;
+  if (first_bad) return report_error(opt.input, *first_bad);
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_inspect(CLI::App& app, int& exit_code) {
+  auto opt = std::make_shared<InspectOptions>();
+  CLI::App* cmd = app.add_subcommand("inspect", "decode captured Dask traffic and describe each message");
+  cmd->add_option("DUMP", opt->input,
+                  "raw stream (what one side of a Dask TCP comm wrote) or pcap/pcapng capture")
+      ->required();
+  cmd->add_flag("--json", opt->json, "print one JSON document (schema dask-caps.inspect/1)");
+  cmd->add_option("--message", opt->message, "describe only message N (0-based)");
+  cmd->add_flag("--dis", opt->dis, "disassemble every pickle like Python's pickletools");
+  cmd->add_option("--port", opt->ports, "pcap: only TCP segments to or from these ports");
+  add_limit_flags(*cmd, opt->limits);
+  cmd->callback([opt, &exit_code] { exit_code = run_inspect(*opt); });
+}
+
+}  // namespace daskcaps::cli

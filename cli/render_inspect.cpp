@@ -1,0 +1,211 @@
+#include "cli/render_inspect.h"
+
+#include <cstdio>
+
+#include "core/bytes.h"
+
+namespace daskcaps::cli {
+
+namespace {
+
+Json msgpack_to_json(const msgpack::Value& v) {
+  using msgpack::Type;
+  switch (v.type()) {
+    case Type::nil: return nullptr;
+    case Type::boolean: return v.as_bool();
+    case Type::int_:
+      if (v.as_int().negative) return v.as_int().i;
+      return v.as_int().u;
+    case Type::float32:
+    case Type::float64: return v.as_double();
+    case Type::str: return v.as_str();
+    case Type::bin:
+    case Type::ext: return msgpack::repr(v, 64);
+    case Type::array: {
+      Json a = Json::array();
+      for (const auto& e : v.as_array()) a.push_back(msgpack_to_json(e));
+      return a;
+    }
+    case Type::map: {
+      Json m = Json::object();
+      for (const auto& [k, e] : v.as_map()) m[k.is_str() ? k.as_str() : msgpack::repr(k, 64)] = msgpack_to_json(e);
+      return m;
+    }
+  }
+  return nullptr;
+}
+
+Json array_json(const ArrayLayout& a) {
+  Json j;
+  j["library"] = a.library;
+  j["dtype"] = a.dtype;
+  j["shape"] = a.shape;
+  j["strides"] = a.strides;
+  j["order"] = a.order;
+  j["writeable"] = a.writeable ? Json(*a.writeable) : Json(nullptr);
+  return j;
+}
+
+Json object_json(const ObjectReport& o) {
+  Json j;
+  j["path"] = o.path;
+  j["placeholder"] = o.placeholder;
+  j["header-frame"] = o.header_frame;
+  j["serializer"] = o.serializer ? Json(*o.serializer) : Json(nullptr);
+  j["type"] = o.type ? Json(*o.type) : Json(nullptr);
+  j["layout"] = o.layout.empty() ? Json(nullptr) : Json(o.layout);
+  j["array"] = o.array ? array_json(*o.array) : Json(nullptr);
+  Json frames = Json::array();
+  for (const FrameReport& f : o.frames) {
+    Json fj;
+    fj["index"] = f.index;
+    fj["compression"] = f.compression == "null" ? Json(nullptr)
+                        : f.compression == "false" ? Json(false)
+                                                   : Json(f.compression);
+    fj["wire-bytes"] = f.wire_bytes;
+    fj["raw-bytes"] = f.raw_bytes ? Json(*f.raw_bytes) : Json(nullptr);
+    frames.push_back(std::move(fj));
+  }
+  j["frames"] = std::move(frames);
+  j["wire-bytes"] = o.wire_bytes;
+  j["raw-bytes"] = o.raw_bytes ? Json(*o.raw_bytes) : Json(nullptr);
+  if (o.split) {
+    j["split"] = {{"num-sub-frames", o.split->counts}, {"offsets", o.split->offsets}};
+  } else {
+    j["split"] = nullptr;
+  }
+  j["pickle-protocol"] = o.pickle_protocol >= 0 ? Json(o.pickle_protocol) : Json(nullptr);
+  j["globals"] = o.globals;
+  Json pickles = Json::array();
+  for (const PickleReport& p : o.pickles) {
+    Json pj;
+    pj["where"] = p.where;
+    pj["protocol"] = p.protocol >= 0 ? Json(p.protocol) : Json(nullptr);
+    pj["globals"] = p.globals;
+    pj["out-of-band-buffers"] = p.out_of_band_buffers;
+    if (p.error) pj["error"] = *p.error;
+    if (p.disassembly) pj["disassembly"] = *p.disassembly;
+    pickles.push_back(std::move(pj));
+  }
+  j["pickles"] = std::move(pickles);
+  if (o.collection) {
+    Json elements = Json::array();
+    for (const ObjectReport& e : o.elements) elements.push_back(object_json(e));
+    j["elements"] = std::move(elements);
+  }
+  j["problems"] = o.problems;
+  return j;
+}
+
+std::string fmt_bytes(std::uint64_t n) { return std::to_string(n) + " B"; }
+
+void object_text(std::ostream& out, const ObjectReport& o, const std::string& indent) {
+  out << indent << o.path << "  " << o.placeholder << " @frame " << o.header_frame;
+  if (o.serializer) out << "  serializer=" << *o.serializer;
+  if (o.type) out << "  type=" << *o.type;
+  if (!o.layout.empty()) out << "  layout=" << o.layout;
+  out << '\n';
+  if (o.array) {
+    const ArrayLayout& a = *o.array;
+    out << indent << "  " << a.library << " array " << a.dtype << " shape (";
+    for (std::size_t i = 0; i < a.shape.size(); ++i) out << (i ? ", " : "") << a.shape[i];
+    if (a.shape.size() == 1) out << ',';
+    out << ") strides (";
+    for (std::size_t i = 0; i < a.strides.size(); ++i) out << (i ? ", " : "") << a.strides[i];
+    out << ") order " << a.order;
+    if (a.writeable) out << (*a.writeable ? " writeable" : " read-only");
+    out << '\n';
+  }
+  for (const FrameReport& f : o.frames) {
+    out << indent << "  frame " << f.index << "  " << f.compression << "  " << fmt_bytes(f.wire_bytes);
+    if (f.raw_bytes && *f.raw_bytes != f.wire_bytes) out << " -> " << fmt_bytes(*f.raw_bytes);
+    out << '\n';
+  }
+  if (o.split && !o.split->counts.empty()) {
+    bool any = false;
+    for (auto c : o.split->counts) any |= (c > 1);
+    if (any) {
+      out << indent << "  split:";
+      for (std::size_t i = 0; i < o.split->counts.size(); ++i)
+        out << " [" << o.split->offsets[i] << "+" << o.split->counts[i] << "]";
+      out << '\n';
+    }
+  }
+  for (const PickleReport& p : o.pickles) {
+    out << indent << "  pickle " << p.where << ": ";
+    if (p.error) {
+      out << "unreadable (" << *p.error << ")\n";
+      continue;
+    }
+    out << "protocol " << p.protocol;
+    if (p.out_of_band_buffers) out << ", " << p.out_of_band_buffers << " out-of-band buffers";
+    if (!p.globals.empty()) {
+      out << ", globals";
+      for (const auto& g : p.globals) out << ' ' << g;
+    }
+    out << '\n';
+    if (p.disassembly) {
+      std::string line;
+      for (char c : *p.disassembly) {
+        if (c == '\n') {
+          out << indent << "    " << line << '\n';
+          line.clear();
+        } else {
+          line += c;
+        }
+      }
+      if (!line.empty()) out << indent << "    " << line << '\n';
+    }
+  }
+  for (const ObjectReport& e : o.elements) object_text(out, e, indent + "  ");
+  for (const std::string& p : o.problems) out << indent << "  problem: " << p << '\n';
+}
+
+}  // namespace
+
+Json handshake_json(const Handshake& h) { return msgpack_to_json(h.raw); }
+
+Json message_report_json(const MessageReport& r) {
+  Json j;
+  j["index"] = r.index;
+  j["offset"] = r.offset;
+  j["wire-bytes"] = r.wire_bytes;
+  if (r.skipped_before) j["skipped-before"] = r.skipped_before;
+  if (r.short_length) j["short-length"] = true;
+  j["frames"] = r.frame_sizes;
+  j["op"] = r.op ? Json(*r.op) : Json(nullptr);
+  if (!r.batched_ops.empty()) j["batched-ops"] = r.batched_ops;
+  j["handshake"] = r.handshake ? handshake_json(*r.handshake) : Json(nullptr);
+  Json objects = Json::array();
+  for (const ObjectReport& o : r.objects) objects.push_back(object_json(o));
+  j["objects"] = std::move(objects);
+  if (!r.loose_frames.empty()) j["loose-frames"] = r.loose_frames;
+  return j;
+}
+
+void render_message_text(std::ostream& out, const MessageReport& r) {
+  out << "message " << r.index << " @" << hex_offset(r.offset) << "  " << fmt_bytes(r.wire_bytes)
+      << "  " << r.frame_sizes.size() << (r.frame_sizes.size() == 1 ? " frame" : " frames");
+  if (r.op) out << "  op=" << *r.op;
+  if (!r.batched_ops.empty()) {
+    out << "  batch[";
+    for (std::size_t i = 0; i < r.batched_ops.size(); ++i) out << (i ? "," : "") << r.batched_ops[i];
+    out << "]";
+  }
+  if (r.handshake) {
+    const Handshake& h = *r.handshake;
+    out << "  handshake compression=" << (h.compression ? h.compression->to_string() : "<missing>")
+        << " python=" << (h.python ? h.python_version() : "<missing>") << " pickle-protocol="
+        << (h.pickle_protocol ? std::to_string(*h.pickle_protocol) : "<missing>");
+  }
+  if (r.skipped_before) out << "  (" << r.skipped_before << " bytes skipped before it)";
+  out << '\n';
+  for (const ObjectReport& o : r.objects) object_text(out, o, "  ");
+  if (!r.loose_frames.empty()) {
+    out << "  frames no object claims:";
+    for (auto i : r.loose_frames) out << ' ' << i;
+    out << '\n';
+  }
+}
+
+}  // namespace daskcaps::cli
