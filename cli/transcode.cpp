@@ -169,7 +169,7 @@ int run_transcode(const TranscodeCliOptions& o) {
     if (!o.direction.empty()) {
       auto d = formats::parse_direction(o.direction);
       if (!d) return report_error("", make_error(Errc::usage, "--direction " + o.direction +
-                                                                  ": use client-to-server or server-to-client"));
+                                                                  ": use client-to-server, server-to-client, c2s or s2c"));
       copt.reassembly.only_direction = *d;
     }
     auto r = formats::PcapMessageReader::open(o.input, o.limits, copt);

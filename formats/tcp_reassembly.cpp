@@ -10,8 +10,10 @@ std::string_view to_string(Direction direction) {
 }
 
 std::optional<Direction> parse_direction(std::string_view text) {
-  if (text == "client_to_server" || text == "c2s") return Direction::client_to_server;
-  if (text == "server_to_client" || text == "s2c") return Direction::server_to_client;
+  if (text == "client_to_server" || text == "client-to-server" || text == "c2s")
+    return Direction::client_to_server;
+  if (text == "server_to_client" || text == "server-to-client" || text == "s2c")
+    return Direction::server_to_client;
   return std::nullopt;
 }
 

@@ -58,7 +58,8 @@ enum class Direction : std::uint8_t { client_to_server = 0, server_to_client = 1
 
 /// "client_to_server" / "server_to_client".
 std::string_view to_string(Direction direction);
-/// Parses the names above and the short forms "c2s", "s2c"; nullopt otherwise.
+/// Parses the names above, their hyphenated forms ("client-to-server") and
+/// the short forms "c2s", "s2c"; nullopt otherwise.
 std::optional<Direction> parse_direction(std::string_view text);
 
 struct ReassemblyOptions {

@@ -175,6 +175,7 @@ def main():
         records = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
         check(records, sched_port, worker_port, dropped)
         check_loads(raw_dir)
+        check_inspect_and_transcode(pcap, conns_with_data(records), tmp)
     finally:
         for p in reversed(procs):
             stop(p, signal.SIGKILL if p.poll() is None else signal.SIGTERM, 10)
@@ -291,6 +292,78 @@ def check_loads(raw_dir):
         fail("the result array was not found in what Dask's loads gave back")
     print("OK: Dask's loads read all %d non-handshake messages of %d streams; the result array is equal"
           % (total, len(os.listdir(raw_dir))))
+
+
+def conns_with_data(records):
+    return [r for r in records if r["type"] == "connection" and r["bytes"] != [0, 0]]
+
+
+def dask_caps():
+    build = os.environ.get("DASKCAPS_BUILD_DIR") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..", "build")
+    return os.environ.get("DASK_CAPS") or os.path.join(build, "dask-caps")
+
+
+def check_inspect_and_transcode(pcap, conns, tmp):
+    """`dask-caps inspect` finds every connection with both handshakes and
+    what Dask negotiated; `transcode` of the capture gives one stream per
+    direction that Dask's loads reads, with the codec changed."""
+    import daskwire
+
+    out = subprocess.run([dask_caps(), "inspect", "--json", pcap], capture_output=True, text=True,
+                         timeout=300)
+    if out.returncode != 0:
+        fail("inspect exit %d: %s" % (out.returncode, out.stderr))
+    doc = json.loads(out.stdout)
+    if doc["format"] not in ("pcap", "pcapng"):
+        fail("inspect says format %r" % doc["format"])
+    by_id = {c["id"]: c for c in doc["connections"]}
+    for c in conns:
+        got = by_id.get(c["id"])
+        if got is None:
+            fail("inspect lacks connection %d" % c["id"])
+        for side in ("client", "server"):
+            hs = got["handshake"][side]
+            if not isinstance(hs, dict) or set(hs) != HANDSHAKE_KEYS:
+                fail("inspect: connection %d %s handshake %r" % (c["id"], side, hs))
+        neg = got["negotiated"]
+        expect_pp = min(got["handshake"]["client"]["pickle-protocol"], got["handshake"]["server"]["pickle-protocol"])
+        a, b = got["handshake"]["client"]["compression"], got["handshake"]["server"]["compression"]
+        if neg["pickle-protocol"] != expect_pp or neg["compression"] != (a if a == b else None):
+            fail("inspect: connection %d negotiated %r" % (c["id"], neg))
+    print("OK: inspect found %d connections with both handshakes" % len(conns))
+
+    out_dir = os.path.join(tmp, "zstd")
+    t = subprocess.run([dask_caps(), "transcode", pcap, "-o", out_dir, "--codec", "zstd", "--json"],
+                       capture_output=True, text=True, timeout=300)
+    if t.returncode != 0:
+        fail("transcode exit %d: %s" % (t.returncode, t.stderr))
+    report = json.loads(t.stdout)
+    streams = sorted(os.listdir(out_dir))
+    if len(streams) != len(report["outputs"]) or len(streams) < 2 * len(conns):
+        fail("transcode wrote %d streams for %d connections" % (len(streams), len(conns)))
+    total = 0
+    for name in streams:
+        with open(os.path.join(out_dir, name), "rb") as f:
+            data = f.read()
+        hs = daskwire.split_stream(data)[0]
+        import msgpack
+        if msgpack.loads(hs[0])["compression"] != "zstd":
+            fail("%s: handshake does not advertise zstd" % name)
+        total += len(daskwire.loads_stream(data))
+    print("OK: transcode --codec zstd wrote %d streams; Dask's loads read %d messages" % (len(streams), total))
+
+    # One direction into one file.
+    big = max(conns, key=lambda c: c["bytes"][1])
+    one = os.path.join(tmp, "one.stream")
+    t = subprocess.run([dask_caps(), "transcode", pcap, "-o", one, "--connection", str(big["id"]),
+                        "--direction", "server-to-client", "--pickle-protocol", "4"],
+                       capture_output=True, text=True, timeout=300)
+    if t.returncode != 0:
+        fail("transcode --connection exit %d: %s" % (t.returncode, t.stderr))
+    with open(one, "rb") as f:
+        n = len(daskwire.loads_stream(f.read()))
+    print("OK: connection %d server-to-client at protocol 4: %d messages load" % (big["id"], n))
 
 
 if __name__ == "__main__":
