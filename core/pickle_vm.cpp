@@ -1,10 +1,12 @@
 #include "core/pickle_vm.h"
 
+#include <array>
 #include <bit>
 #include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/pickle_alloc.h"
 #include "core/pickle_ops.h"
 #include "core/pickle_tables.h"
 #include "core/pickle_text.h"
@@ -47,7 +49,6 @@ std::string_view kind_name(Kind kind) {
 
 Graph::Graph() {
   nodes_.resize(3);
-  offsets_.resize(3, 0);
   nodes_[kNoneId].kind = Kind::none;
   nodes_[kTrueId].kind = Kind::true_;
   nodes_[kFalseId].kind = Kind::false_;
@@ -62,9 +63,9 @@ ByteSpan Graph::data(NodeId id) const {
     return buffers_[n.x].data;
   }
   if (n.flags & kHeap) {
-    return ByteSpan(reinterpret_cast<const std::uint8_t*>(heap_.data()) + n.x, n.len);
+    return ByteSpan(reinterpret_cast<const std::uint8_t*>(heap_.data()) + n.x, n.length());
   }
-  return source_.subspan(n.x, n.len);
+  return source_.subspan(n.x, n.length());
 }
 
 std::vector<NodeId> Graph::items(NodeId id) const {
@@ -97,12 +98,12 @@ NodeId Graph::add_span(Kind kind, ByteSpan data, std::uint64_t offset) {
   if (!data.empty() && source_.data() != nullptr && data.data() >= source_.data() &&
       data.data() + data.size() <= source_.data() + source_.size()) {
     n.x = static_cast<std::uint64_t>(data.data() - source_.data());
-    n.len = data.size();
+    n.set_length(data.size());
     return id;
   }
   n.flags |= kHeap;
   n.x = heap_.size();
-  n.len = data.size();
+  n.set_length(data.size());
   heap_.append(as_chars(data));
   return id;
 }
@@ -112,47 +113,53 @@ NodeId Graph::add_owned(Kind kind, std::string_view data, std::uint64_t offset) 
   Node& n = nodes_[id];
   n.flags |= kHeap;
   n.x = heap_.size();
-  n.len = data.size();
+  n.set_length(data.size());
   heap_.append(data);
   return id;
 }
 
 NodeId Graph::add_node(Kind kind, NodeId a, NodeId b, NodeId c, std::uint64_t offset) {
   const auto id = static_cast<NodeId>(nodes_.size());
+  detail::ensure_room(nodes_, 1);
   Node& n = nodes_.emplace_back();
   n.kind = kind;
   n.a = a;
   n.b = b;
-  n.c = c;
-  offsets_.push_back(offset);
+  if (c != kNoNode) n.x = c;
+  n.offset_hi = static_cast<std::uint16_t>(offset >> 32);
+  n.offset_lo = static_cast<std::uint32_t>(offset);
   return id;
 }
 
 std::uint32_t Graph::new_chain(std::span<const NodeId> ids) {
   const auto s = static_cast<std::uint32_t>(segments_.size());
+  detail::ensure_room(segments_, 1);
+  detail::ensure_room(pool_, ids.size());
   Segment& seg = segments_.emplace_back();
   seg.off = static_cast<std::uint32_t>(pool_.size());
   seg.count = static_cast<std::uint32_t>(ids.size());
   seg.tail = s;
   seg.total = ids.size();
-  pool_.insert(pool_.end(), ids.begin(), ids.end());
+  append_pool(ids);
   return s;
 }
 
 void Graph::chain_append(std::uint32_t head, std::span<const NodeId> ids) {
   const std::uint32_t tail = segments_[head].tail;
   segments_[head].total += ids.size();
+  detail::ensure_room(pool_, ids.size());
+  detail::ensure_room(segments_, 1);
   if (segments_[tail].off + segments_[tail].count == pool_.size()) {
     // The chain's last run ends the pool: extend it in place.
     segments_[tail].count += static_cast<std::uint32_t>(ids.size());
-    pool_.insert(pool_.end(), ids.begin(), ids.end());
+    append_pool(ids);
     return;
   }
   const auto s = static_cast<std::uint32_t>(segments_.size());
   Segment seg;
   seg.off = static_cast<std::uint32_t>(pool_.size());
   seg.count = static_cast<std::uint32_t>(ids.size());
-  pool_.insert(pool_.end(), ids.begin(), ids.end());
+  append_pool(ids);
   segments_.push_back(seg);
   segments_[tail].next = s;
   segments_[head].tail = s;
@@ -223,72 +230,83 @@ constexpr std::uint64_t kDenseMemo = std::uint64_t{1} << 22;
 
 }  // namespace
 
+// The machine keeps its first error in error_ (sticky; every step checks
+// the result of the previous one), so the hot paths return plain bools.
 class Machine {
  public:
   Machine(ByteSpan pickle, const LoadOptions& options, const Limits& limits)
       : pickle_(pickle), options_(options), limits_(limits) {
     g_.set_source(pickle);
     g_.set_buffers(options.buffers, options.bind_buffers);
+    // Growing the arena by doubling copies it and touches twice the memory;
+    // an object-heavy pickle has about one node per 8-12 bytes. The guess is
+    // capped so that a pickle that is mostly one big string reserves little.
+    const std::size_t guess = std::min<std::size_t>(pickle.size() / 8 + 64, std::size_t{1} << 22);
+    detail::reserve_large(g_.nodes_, guess);
+    detail::reserve_large(g_.pool_, std::min<std::size_t>(pickle.size() / 3 + 64, std::size_t{1} << 24));
+    detail::reserve_large(g_.segments_, guess / 4);
   }
 
   Result<Graph> run();
 
  private:
-  Error fail(const Instruction& in, Errc code, const std::string& what) {
-    return make_error(code, std::string(in.info->name) + ": " + what, in.offset);
+  bool fail(const Instruction& in, Errc code, const std::string& what) {
+    error_ = make_error(code, std::string(in.info->name) + ": " + what, in.offset);
+    return false;
   }
-  Error underflow(const Instruction& in) { return fail(in, Errc::bad_value, "stack underflow"); }
+  bool underflow(const Instruction& in) { return fail(in, Errc::bad_value, "stack underflow"); }
 
   std::size_t fence() const { return marks_.empty() ? 0 : marks_.back(); }
 
-  Status push(const Instruction& in, NodeId id) {
-    if (stack_.size() >= limits_.max_pickle_stack) {
+  bool push(const Instruction& in, NodeId id) {
+    if (stack_.size() >= limits_.max_pickle_stack) [[unlikely]] {
       return fail(in, Errc::limit_exceeded,
                   "stack holds more than " + std::to_string(limits_.max_pickle_stack) + " entries");
     }
     stack_.push_back(id);
-    return {};
+    return true;
   }
-  Result<NodeId> pop(const Instruction& in) {
-    if (stack_.size() <= fence()) return underflow(in);
-    NodeId id = stack_.back();
+  bool pop(const Instruction& in, NodeId& out) {
+    if (stack_.size() <= fence()) [[unlikely]] return underflow(in);
+    out = stack_.back();
     stack_.pop_back();
-    return id;
+    return true;
   }
-  Result<NodeId> top(const Instruction& in) {
-    if (stack_.size() <= fence()) return underflow(in);
-    return stack_.back();
+  bool top(const Instruction& in, NodeId& out) {
+    if (stack_.size() <= fence()) [[unlikely]] return underflow(in);
+    out = stack_.back();
+    return true;
   }
-  Result<std::size_t> pop_mark(const Instruction& in) {
-    if (marks_.empty()) return fail(in, Errc::bad_value, "no MARK on the stack");
-    const std::size_t m = marks_.back();
+  bool pop_mark(const Instruction& in, std::size_t& out) {
+    if (marks_.empty()) [[unlikely]] return fail(in, Errc::bad_value, "no MARK on the stack");
+    out = marks_.back();
     marks_.pop_back();
-    return m;
+    return true;
   }
-  Status check_graph(const Instruction& in) {
-    if (g_.nodes_.size() >= 0x7FFFFFF0u || g_.pool_.size() >= 0xFFFFFFF0u - stack_.size()) {
+  bool check_graph(const Instruction& in) {
+    if (g_.nodes_.size() >= 0x7FFFFFF0u || g_.pool_.size() >= 0xFFFFFFF0u - stack_.size()) [[unlikely]] {
       return fail(in, Errc::limit_exceeded, "too many objects in one pickle");
     }
-    return {};
+    return true;
   }
 
   void discard(NodeId id);
-  Status mutate(const Instruction& in, NodeId target, OpKind kind, std::span<const NodeId> ids);
-  Result<NodeId> make_global(const Instruction& in, std::string_view module, std::string_view name,
-                             bool from_text);
+  bool mutate(const Instruction& in, NodeId target, OpKind kind, std::span<const NodeId> ids);
+  NodeId make_global(const Instruction& in, std::string_view module, std::string_view name, bool from_text);
   void note_global(std::string_view module, std::string_view name);
-  Result<NodeId> memo_get(const Instruction& in, std::uint64_t key);
-  Status memo_put(const Instruction& in, std::uint64_t key);
-  Status step(const Instruction& in, bool& stop);
+  bool memo_get(const Instruction& in, std::uint64_t key, NodeId& out);
+  bool memo_put(const Instruction& in, std::uint64_t key);
+  bool step(const Instruction& in, bool& stop);
   NodeId reduce_node(NodeId fn, NodeId args, std::uint64_t at);
 
   ByteSpan pickle_;
   const LoadOptions& options_;
   const Limits& limits_;
   Graph g_;
+  Error error_;
   std::vector<NodeId> stack_;
   std::vector<std::size_t> marks_;
-  std::vector<NodeId> memo_dense_;
+  detail::LargeVector<NodeId> memo_dense_;
   std::unordered_map<std::uint64_t, NodeId> memo_sparse_;
   std::uint64_t memo_count_ = 0;
   int proto_ = 0;  // what CPython's unpickler knows: PROTO's argument, else 0
@@ -296,7 +314,6 @@ class Machine {
   std::unordered_map<std::string, NodeId> module_intern_;
   std::unordered_set<std::string> globals_seen_;
   std::size_t next_buffer_ = 0;
-  std::vector<NodeId> scratch_;
 };
 
 void Machine::discard(NodeId id) {
@@ -323,19 +340,19 @@ void Machine::discard(NodeId id) {
   }
 }
 
-Status Machine::mutate(const Instruction& in, NodeId target, OpKind kind, std::span<const NodeId> ids) {
+bool Machine::mutate(const Instruction& in, NodeId target, OpKind kind, std::span<const NodeId> ids) {
   const Kind k = g_.kind(target);
   const Kind own = kind == OpKind::append ? Kind::list : kind == OpKind::setitems ? Kind::dict
                    : kind == OpKind::additems ? Kind::set : Kind::none;
   if (k == own) {
     g_.append_items(target, ids);
-    return {};
+    return true;
   }
   if (is_open(k)) {
     g_.add_op(target, kind, ids);
-    return {};
+    return true;
   }
-  if (kind == OpKind::build && ids[0] == kNoneId) return {};  // BUILD with None state does nothing
+  if (kind == OpKind::build && ids[0] == kNoneId) return true;  // BUILD with None state does nothing
   return fail(in, Errc::bad_value, "not applicable to " + std::string(kind_name(k)));
 }
 
@@ -347,10 +364,10 @@ void Machine::note_global(std::string_view module, std::string_view name) {
   if (globals_seen_.insert(full).second) g_.globals_.push_back(std::move(full));
 }
 
-Result<NodeId> Machine::make_global(const Instruction& in, std::string_view module, std::string_view name,
-                                    bool from_text) {
+NodeId Machine::make_global(const Instruction& in, std::string_view module, std::string_view name, bool from_text) {
   if (!text::is_utf8(as_bytes(module)) || !text::is_utf8(as_bytes(name))) {
-    return fail(in, Errc::bad_value, "module or name is not UTF-8");
+    fail(in, Errc::bad_value, "module or name is not UTF-8");
+    return kNoNode;
   }
   auto mapped = proto_ < 3 ? tables::map_2to3(module, name) : tables::Global{module, name};
   note_global(mapped.first, mapped.second);
@@ -365,7 +382,7 @@ Result<NodeId> Machine::make_global(const Instruction& in, std::string_view modu
       return it->second;
     }
   }
-  NodeId m;
+  NodeId m = kNoNode;
   auto mit = module_intern_.find(std::string(mapped.first));
   if (mit != module_intern_.end()) {
     m = mit->second;
@@ -379,7 +396,7 @@ Result<NodeId> Machine::make_global(const Instruction& in, std::string_view modu
   return id;
 }
 
-Result<NodeId> Machine::memo_get(const Instruction& in, std::uint64_t key) {
+bool Machine::memo_get(const Instruction& in, std::uint64_t key, NodeId& out) {
   NodeId id = kNoNode;
   if (key < memo_dense_.size()) {
     id = memo_dense_[key];
@@ -387,31 +404,36 @@ Result<NodeId> Machine::memo_get(const Instruction& in, std::uint64_t key) {
     auto it = memo_sparse_.find(key);
     if (it != memo_sparse_.end()) id = it->second;
   }
-  if (id == kNoNode) return fail(in, Errc::bad_value, "memo key " + std::to_string(key) + " was never stored");
+  if (id == kNoNode) [[unlikely]] {
+    return fail(in, Errc::bad_value, "memo key " + std::to_string(key) + " was never stored");
+  }
   if (!Graph::is_immediate(id)) g_.nodes_[id].flags |= Graph::kShared;
-  return id;
+  out = id;
+  return true;
 }
 
-Status Machine::memo_put(const Instruction& in, std::uint64_t key) {
-  auto t = top(in);
-  if (!t) return std::move(t).error();
+bool Machine::memo_put(const Instruction& in, std::uint64_t key) {
+  NodeId t = kNoNode;
+  if (!top(in, t)) return false;
   bool fresh;
   if (key < kDenseMemo) {
     if (key >= memo_dense_.size()) {
-      const std::size_t grown = std::min<std::size_t>(std::max<std::size_t>(key + 1, memo_dense_.size() * 2), kDenseMemo);
+      const std::size_t grown =
+          std::min<std::size_t>(std::max<std::size_t>(key + 1, memo_dense_.size() * 2), kDenseMemo);
+      detail::reserve_large(memo_dense_, grown);
       memo_dense_.resize(grown, kNoNode);
     }
     fresh = memo_dense_[key] == kNoNode;
-    memo_dense_[key] = *t;
+    memo_dense_[key] = t;
   } else {
-    fresh = memo_sparse_.insert_or_assign(key, *t).second;
+    fresh = memo_sparse_.insert_or_assign(key, t).second;
   }
-  if (fresh && ++memo_count_ > limits_.max_pickle_memo) {
+  if (fresh && ++memo_count_ > limits_.max_pickle_memo) [[unlikely]] {
     return fail(in, Errc::limit_exceeded,
                 "memo holds more than " + std::to_string(limits_.max_pickle_memo) + " entries");
   }
-  if (!Graph::is_immediate(*t)) g_.nodes_[*t].flags |= Graph::kMemoized;
-  return {};
+  if (!Graph::is_immediate(t)) g_.nodes_[t].flags |= Graph::kMemoized;
+  return true;
 }
 
 // CPython writes some objects through REDUCE when the protocol has no opcode
@@ -455,8 +477,8 @@ NodeId Machine::reduce_node(NodeId fn, NodeId args, std::uint64_t at) {
         g_.append_items(id, members);
         return id;
       }
-      if (name == "getattr" && items.size() == 2 && plain(items[0], Kind::global) && g_.kind(items[1]) == Kind::str &&
-          g_.text(items[1]).find('.') == std::string_view::npos) {
+      if (name == "getattr" && items.size() == 2 && plain(items[0], Kind::global) &&
+          g_.kind(items[1]) == Kind::str && g_.text(items[1]).find('.') == std::string_view::npos) {
         const Graph::Node& parent = g_.nodes_[items[0]];
         const std::string qualname = std::string(g_.text(parent.b)) + "." + std::string(g_.text(items[1]));
         const NodeId module_node = parent.a;
@@ -468,66 +490,276 @@ NodeId Machine::reduce_node(NodeId fn, NodeId args, std::uint64_t at) {
   return g_.add_node(Kind::reduce, fn, args, kNoNode, at);
 }
 
+namespace {
+
+const std::array<const OpInfo*, 256>& op_table() {
+  static const std::array<const OpInfo*, 256> table = [] {
+    std::array<const OpInfo*, 256> t{};
+    for (const OpInfo& o : all_ops()) t[o.code] = &o;
+    return t;
+  }();
+  return table;
+}
+
+// Decodes the common fixed-size and short arguments in place; false sends
+// the opcode to read_instruction, which also words every error.
+bool decode_fast(ByteReader& r, const OpInfo& info, Instruction& in) {
+  const std::size_t left = r.remaining();
+  switch (info.arg) {
+    case ArgKind::none:
+      if (left < 1) return false;
+      (void)r.u8();
+      return true;
+    case ArgKind::uint1:
+      if (left < 2) return false;
+      (void)r.u8();
+      in.u = *r.u8();
+      return true;
+    case ArgKind::uint2:
+      if (left < 3) return false;
+      (void)r.u8();
+      in.u = *r.u16_le();
+      return true;
+    case ArgKind::uint4:
+      if (left < 5) return false;
+      (void)r.u8();
+      in.u = *r.u32_le();
+      return true;
+    case ArgKind::int4:
+      if (left < 5) return false;
+      (void)r.u8();
+      in.i = *r.i32_le();
+      return true;
+    case ArgKind::float8:
+      if (left < 9) return false;
+      (void)r.u8();
+      in.f = std::bit_cast<double>(*r.u64_be());
+      return true;
+    case ArgKind::unicodestring1:
+    case ArgKind::bytes1: {
+      if (left < 2) return false;
+      const ByteReader start = r;
+      (void)r.u8();
+      const std::uint8_t n = *r.u8();
+      auto body = r.bytes(n);
+      if (!body) {
+        r = start;
+        return false;
+      }
+      in.data = *body;
+      return true;
+    }
+    case ArgKind::unicodestring4: {
+      if (left < 5) return false;
+      const ByteReader start = r;
+      (void)r.u8();
+      const std::uint32_t n = *r.u32_le();
+      auto body = r.bytes(n);
+      if (!body) {
+        r = start;
+        return false;
+      }
+      in.data = *body;
+      return true;
+    }
+    default: return false;
+  }
+}
+
+}  // namespace
+
 Result<Graph> Machine::run() {
   ByteReader r(pickle_);
-  bool stop = false;
+  const auto& table = op_table();
   stack_.reserve(64);
+  Instruction in;
+  bool stop = false;
+  auto note = [&](int proto) {
+    if (proto > g_.max_op_proto_) g_.max_op_proto_ = proto;
+  };
   while (!stop) {
-    auto in = read_instruction(r);
-    if (!in) return std::move(in).error();
-    if (in->info->proto > g_.max_op_proto_) g_.max_op_proto_ = in->info->proto;
-    Status st = step(*in, stop);
-    if (!st) return std::move(st).error();
-    if (stop) g_.end_offset_ = in->end;
+    const ByteReader start = r;
+    const std::uint64_t at = r.offset();
+    auto code = r.u8();
+    if (!code) return make_error(Errc::truncated, "pickle ended without STOP", at);
+    // The opcodes that make up most object-heavy pickles are run here in one
+    // dispatch. Anything unusual (a cut argument, an empty stack, a limit)
+    // falls through to the general path below, which words the error.
+    const bool room = stack_.size() < limits_.max_pickle_stack;
+    switch (*code) {
+      case op::BINGET: {
+        auto key = r.u8();
+        if (key && *key < memo_dense_.size() && memo_dense_[*key] != kNoNode && room) {
+          const NodeId id = memo_dense_[*key];
+          if (!Graph::is_immediate(id)) g_.nodes_[id].flags |= Graph::kShared;
+          stack_.push_back(id);
+          note(1);
+          continue;
+        }
+        break;
+      }
+      case op::MEMOIZE:
+        if (stack_.size() > fence() && memo_count_ < kDenseMemo && memo_count_ < limits_.max_pickle_memo &&
+            memo_count_ < memo_dense_.size() && memo_dense_[memo_count_] == kNoNode) {
+          const NodeId t = stack_.back();
+          memo_dense_[memo_count_++] = t;
+          if (!Graph::is_immediate(t)) g_.nodes_[t].flags |= Graph::kMemoized;
+          note(4);
+          continue;
+        }
+        break;
+      case op::MARK:
+        if (marks_.size() < limits_.max_pickle_depth) {
+          marks_.push_back(stack_.size());
+          continue;
+        }
+        break;
+      case op::BININT1:
+        if (auto v = r.u8(); v && room) {
+          stack_.push_back(Graph::add_int_immediate(*v));
+          note(1);
+          continue;
+        }
+        break;
+      case op::BININT2:
+        if (auto v = r.u16_le(); v && room) {
+          stack_.push_back(Graph::add_int_immediate(*v));
+          note(1);
+          continue;
+        }
+        break;
+      case op::BININT:
+        if (auto v = r.i32_le(); v && room) {
+          stack_.push_back(g_.add_int(*v, at));
+          note(1);
+          continue;
+        }
+        break;
+      case op::SHORT_BINUNICODE:
+        if (auto n = r.u8()) {
+          if (auto body = r.bytes(*n); body && room && text::is_utf8(*body)) {
+            stack_.push_back(g_.add_span(Kind::str, *body, at));
+            note(4);
+            continue;
+          }
+        }
+        break;
+      case op::EMPTY_LIST:
+      case op::EMPTY_DICT:
+        if (room) {
+          stack_.push_back(g_.add_node(*code == op::EMPTY_LIST ? Kind::list : Kind::dict, kNoNode, kNoNode, kNoNode, at));
+          note(1);
+          continue;
+        }
+        break;
+      case op::BINFLOAT:
+        if (auto v = r.u64_be(); v && room) {
+          stack_.push_back(g_.add_float(std::bit_cast<double>(*v), at));
+          note(1);
+          continue;
+        }
+        break;
+      case op::NEWTRUE:
+      case op::NEWFALSE:
+        if (room) {
+          stack_.push_back(*code == op::NEWTRUE ? kTrueId : kFalseId);
+          note(2);
+          continue;
+        }
+        break;
+      case op::APPENDS:
+      case op::SETITEMS: {
+        // MARK items... onto a list or dict right below the MARK.
+        if (marks_.empty()) break;
+        const std::size_t m = marks_.back();
+        const std::size_t below = marks_.size() > 1 ? marks_[marks_.size() - 2] : 0;
+        if (m <= below || m == 0) break;
+        const NodeId target = stack_[m - 1];
+        const Kind want = *code == op::APPENDS ? Kind::list : Kind::dict;
+        const std::size_t n = stack_.size() - m;
+        if (Graph::is_immediate(target) || g_.nodes_[target].kind != want || (want == Kind::dict && n % 2)) break;
+        if (g_.nodes_.size() >= 0x7FFFFFF0u || g_.pool_.size() >= 0xFFFFFFF0u - stack_.size()) break;
+        g_.append_items(target, std::span<const NodeId>(stack_.data() + m, n));
+        stack_.resize(m);
+        marks_.pop_back();
+        note(1);
+        continue;
+      }
+      case op::BINPUT:
+        if (auto key = r.u8(); key && stack_.size() > fence() && *key < memo_dense_.size() &&
+                               memo_dense_[*key] == kNoNode && memo_count_ < limits_.max_pickle_memo) {
+          const NodeId t = stack_.back();
+          memo_dense_[*key] = t;
+          ++memo_count_;
+          if (!Graph::is_immediate(t)) g_.nodes_[t].flags |= Graph::kMemoized;
+          note(1);
+          continue;
+        }
+        break;
+      default: break;
+    }
+    // The general path.
+    r = start;
+    const OpInfo* info = table[*code];
+    if (info != nullptr && decode_fast(r, *info, in)) {
+      in.info = info;
+      in.offset = at;
+      in.end = r.offset();
+    } else {
+      auto full = read_instruction(r);
+      if (!full) return std::move(full).error();
+      in = *full;
+    }
+    note(in.info->proto);
+    if (!step(in, stop)) return std::move(error_);
   }
+  g_.end_offset_ = r.offset();
   g_.next_buffers_ = next_buffer_;
   return std::move(g_);
 }
 
-Status Machine::step(const Instruction& in, bool& stop) {
+bool Machine::step(const Instruction& in, bool& stop) {
   const std::uint64_t at = in.offset;
-  auto push_new = [&](NodeId id) { return push(in, id); };
-
   switch (in.code()) {
     // ---- constants ----
-    case op::NONE: return push_new(kNoneId);
-    case op::NEWTRUE: return push_new(kTrueId);
-    case op::NEWFALSE: return push_new(kFalseId);
-    case op::BININT: return push_new(g_.add_int(in.i, at));
+    case op::NONE: return push(in, kNoneId);
+    case op::NEWTRUE: return push(in, kTrueId);
+    case op::NEWFALSE: return push(in, kFalseId);
+    case op::BININT: return push(in, g_.add_int(in.i, at));
     case op::BININT1:
-    case op::BININT2: return push_new(g_.add_int(static_cast<std::int64_t>(in.u), at));
+    case op::BININT2: return push(in, g_.add_int(static_cast<std::int64_t>(in.u), at));
     case op::INT: {
       const std::string_view t = as_chars(in.data);
       auto v = text::parse_decimal(t, false);
       if (!v) return fail(in, Errc::bad_value, "invalid integer literal");
       // CPython reads a two-character 0 or 1 as a bool (protocol 0 True/False).
       if (t.size() == 2 && v->fits && (v->value == 0 || v->value == 1)) {
-        return push_new(v->value ? kTrueId : kFalseId);
+        return push(in, v->value ? kTrueId : kFalseId);
       }
-      if (v->fits) return push_new(g_.add_int(v->value, at));
+      if (v->fits) return push(in, g_.add_int(v->value, at));
       NodeId id = g_.add_span(Kind::int_decimal, as_bytes(v->digits), at);
       if (v->negative) g_.nodes_[id].flags |= Graph::kNegative;
-      return push_new(id);
+      return push(in, id);
     }
     case op::LONG: {
       auto v = text::parse_decimal(as_chars(in.data), true);
       if (!v) return fail(in, Errc::bad_value, "invalid integer literal");
-      if (v->fits) return push_new(g_.add_int(v->value, at));
+      if (v->fits) return push(in, g_.add_int(v->value, at));
       NodeId id = g_.add_span(Kind::int_decimal, as_bytes(v->digits), at);
       if (v->negative) g_.nodes_[id].flags |= Graph::kNegative;
-      return push_new(id);
+      return push(in, id);
     }
     case op::LONG1:
     case op::LONG4: {
-      if (auto small = text::le_to_int64(in.data)) return push_new(g_.add_int(*small, at));
-      return push_new(g_.add_span(Kind::int_bytes, in.data.first(text::minimal_le_length(in.data)), at));
+      if (auto small = text::le_to_int64(in.data)) return push(in, g_.add_int(*small, at));
+      return push(in, g_.add_span(Kind::int_bytes, in.data.first(text::minimal_le_length(in.data)), at));
     }
     case op::FLOAT: {
       auto v = text::parse_float(as_chars(in.data));
       if (!v) return fail(in, Errc::bad_value, "invalid float literal");
-      return push_new(g_.add_float(*v, at));
+      return push(in, g_.add_float(*v, at));
     }
-    case op::BINFLOAT: return push_new(g_.add_float(in.f, at));
+    case op::BINFLOAT: return push(in, g_.add_float(in.f, at));
 
     // ---- strings ----
     case op::STRING: {
@@ -537,145 +769,133 @@ Status Machine::step(const Instruction& in, bool& stop) {
       }
       auto s = text::decode_escape(d.subspan(1, d.size() - 2));
       if (!s) return fail(in, Errc::bad_value, s.error().what);
-      return push_new(g_.add_owned(Kind::string8, *s, at));
+      return push(in, g_.add_owned(Kind::string8, *s, at));
     }
     case op::BINSTRING:
-    case op::SHORT_BINSTRING: return push_new(g_.add_span(Kind::string8, in.data, at));
+    case op::SHORT_BINSTRING: return push(in, g_.add_span(Kind::string8, in.data, at));
     case op::BINBYTES:
     case op::SHORT_BINBYTES:
-    case op::BINBYTES8: return push_new(g_.add_span(Kind::bytes, in.data, at));
-    case op::BYTEARRAY8: return push_new(g_.add_span(Kind::bytearray, in.data, at));
+    case op::BINBYTES8: return push(in, g_.add_span(Kind::bytes, in.data, at));
+    case op::BYTEARRAY8: return push(in, g_.add_span(Kind::bytearray, in.data, at));
     case op::UNICODE: {
       auto s = text::decode_raw_unicode_escape(in.data);
       if (!s) return fail(in, Errc::bad_value, s.error().what);
-      return push_new(g_.add_owned(Kind::str, *s, at));
+      return push(in, g_.add_owned(Kind::str, *s, at));
     }
     case op::BINUNICODE:
     case op::SHORT_BINUNICODE:
     case op::BINUNICODE8:
       if (!text::is_utf8(in.data)) return fail(in, Errc::bad_value, "string is not valid UTF-8");
-      return push_new(g_.add_span(Kind::str, in.data, at));
+      return push(in, g_.add_span(Kind::str, in.data, at));
 
     // ---- containers ----
-    case op::EMPTY_LIST: return push_new(g_.add_node(Kind::list, kNoNode, kNoNode, kNoNode, at));
-    case op::EMPTY_DICT: return push_new(g_.add_node(Kind::dict, kNoNode, kNoNode, kNoNode, at));
-    case op::EMPTY_SET: return push_new(g_.add_node(Kind::set, kNoNode, kNoNode, kNoNode, at));
-    case op::EMPTY_TUPLE: return push_new(g_.add_node(Kind::tuple, kNoNode, kNoNode, kNoNode, at));
+    case op::EMPTY_LIST: return push(in, g_.add_node(Kind::list, kNoNode, kNoNode, kNoNode, at));
+    case op::EMPTY_DICT: return push(in, g_.add_node(Kind::dict, kNoNode, kNoNode, kNoNode, at));
+    case op::EMPTY_SET: return push(in, g_.add_node(Kind::set, kNoNode, kNoNode, kNoNode, at));
+    case op::EMPTY_TUPLE: return push(in, g_.add_node(Kind::tuple, kNoNode, kNoNode, kNoNode, at));
     case op::LIST:
     case op::TUPLE:
     case op::DICT:
     case op::FROZENSET: {
-      auto m = pop_mark(in);
-      if (!m) return std::move(m).error();
-      const std::span<const NodeId> items(stack_.data() + *m, stack_.size() - *m);
-      if (in.code() == op::DICT && items.size() % 2 != 0) {
-        return fail(in, Errc::bad_value, "odd number of items");
-      }
-      if (auto st = check_graph(in); !st) return st;
+      std::size_t m = 0;
+      if (!pop_mark(in, m)) return false;
+      const std::span<const NodeId> items(stack_.data() + m, stack_.size() - m);
+      if (in.code() == op::DICT && items.size() % 2 != 0) return fail(in, Errc::bad_value, "odd number of items");
+      if (!check_graph(in)) return false;
       const Kind k = in.code() == op::LIST    ? Kind::list
                      : in.code() == op::TUPLE ? Kind::tuple
                      : in.code() == op::DICT  ? Kind::dict
                                               : Kind::frozenset;
       NodeId id = g_.add_node(k, kNoNode, kNoNode, kNoNode, at);
       g_.append_items(id, items);
-      stack_.resize(*m);
-      return push_new(id);
+      stack_.resize(m);
+      return push(in, id);
     }
     case op::TUPLE1:
     case op::TUPLE2:
     case op::TUPLE3: {
       const std::size_t n = in.code() - op::TUPLE1 + 1;
       if (stack_.size() < fence() + n) return underflow(in);
-      if (auto st = check_graph(in); !st) return st;
+      if (!check_graph(in)) return false;
       NodeId id = g_.add_node(Kind::tuple, kNoNode, kNoNode, kNoNode, at);
       g_.append_items(id, std::span<const NodeId>(stack_.data() + stack_.size() - n, n));
       stack_.resize(stack_.size() - n);
-      return push_new(id);
+      return push(in, id);
     }
     case op::APPEND: {
-      auto v = pop(in);
-      if (!v) return std::move(v).error();
-      auto t = top(in);
-      if (!t) return std::move(t).error();
-      const NodeId one[1] = {*v};
-      return mutate(in, *t, OpKind::append, one);
+      NodeId v = kNoNode, t = kNoNode;
+      if (!pop(in, v) || !top(in, t)) return false;
+      const NodeId one[1] = {v};
+      return mutate(in, t, OpKind::append, one);
     }
     case op::SETITEM: {
-      auto v = pop(in);
-      if (!v) return std::move(v).error();
-      auto k = pop(in);
-      if (!k) return std::move(k).error();
-      auto t = top(in);
-      if (!t) return std::move(t).error();
-      const NodeId pair[2] = {*k, *v};
-      return mutate(in, *t, OpKind::setitems, pair);
+      NodeId v = kNoNode, k = kNoNode, t = kNoNode;
+      if (!pop(in, v) || !pop(in, k) || !top(in, t)) return false;
+      const NodeId pair[2] = {k, v};
+      return mutate(in, t, OpKind::setitems, pair);
     }
     case op::APPENDS:
     case op::SETITEMS:
     case op::ADDITEMS: {
-      auto m = pop_mark(in);
-      if (!m) return std::move(m).error();
-      if (*m <= fence() || *m == 0) return underflow(in);  // the target sits below the mark
-      const std::span<const NodeId> items(stack_.data() + *m, stack_.size() - *m);
-      const NodeId target = stack_[*m - 1];
-      if (in.code() == op::SETITEMS && items.size() % 2 != 0) {
-        return fail(in, Errc::bad_value, "odd number of items");
-      }
-      if (auto st = check_graph(in); !st) return st;
-      Status st;
+      std::size_t m = 0;
+      if (!pop_mark(in, m)) return false;
+      if (m <= fence()) return underflow(in);  // the target sits below the mark
+      const std::span<const NodeId> items(stack_.data() + m, stack_.size() - m);
+      const NodeId target = stack_[m - 1];
+      if (in.code() == op::SETITEMS && items.size() % 2 != 0) return fail(in, Errc::bad_value, "odd number of items");
+      if (!check_graph(in)) return false;
+      bool ok = true;
       if (!items.empty()) {  // CPython does nothing at all for an empty batch
-        st = mutate(in, target,
+        ok = mutate(in, target,
                     in.code() == op::APPENDS    ? OpKind::append
                     : in.code() == op::SETITEMS ? OpKind::setitems
                                                 : OpKind::additems,
                     items);
       }
-      stack_.resize(*m);
-      return st;
+      stack_.resize(m);
+      return ok;
     }
 
     // ---- stack and memo ----
     case op::POP: {
       if (!marks_.empty() && marks_.back() == stack_.size()) {
         marks_.pop_back();  // POP takes a MARK off when one is on top
-        return {};
+        return true;
       }
-      auto v = pop(in);
-      if (!v) return std::move(v).error();
-      discard(*v);
-      return {};
+      NodeId v = kNoNode;
+      if (!pop(in, v)) return false;
+      discard(v);
+      return true;
     }
     case op::DUP: {
-      auto t = top(in);
-      if (!t) return std::move(t).error();
-      if (!Graph::is_immediate(*t)) g_.nodes_[*t].flags |= Graph::kShared;
-      return push_new(*t);
+      NodeId t = kNoNode;
+      if (!top(in, t)) return false;
+      if (!Graph::is_immediate(t)) g_.nodes_[t].flags |= Graph::kShared;
+      return push(in, t);
     }
     case op::MARK:
       if (marks_.size() >= limits_.max_pickle_depth) {
         return fail(in, Errc::too_deep, "more than " + std::to_string(limits_.max_pickle_depth) + " nested MARKs");
       }
       marks_.push_back(stack_.size());
-      return {};
+      return true;
     case op::POP_MARK: {
-      auto m = pop_mark(in);
-      if (!m) return std::move(m).error();
-      for (std::size_t i = *m; i < stack_.size(); ++i) discard(stack_[i]);
-      stack_.resize(*m);
-      return {};
+      std::size_t m = 0;
+      if (!pop_mark(in, m)) return false;
+      for (std::size_t i = m; i < stack_.size(); ++i) discard(stack_[i]);
+      stack_.resize(m);
+      return true;
     }
     case op::GET: {
       auto k = text::parse_decimal(as_chars(in.data), false);
       if (!k || !k->fits || k->value < 0) return fail(in, Errc::bad_value, "invalid memo key");
-      auto v = memo_get(in, static_cast<std::uint64_t>(k->value));
-      if (!v) return std::move(v).error();
-      return push_new(*v);
+      NodeId v = kNoNode;
+      return memo_get(in, static_cast<std::uint64_t>(k->value), v) && push(in, v);
     }
     case op::BINGET:
     case op::LONG_BINGET: {
-      auto v = memo_get(in, in.u);
-      if (!v) return std::move(v).error();
-      return push_new(*v);
+      NodeId v = kNoNode;
+      return memo_get(in, in.u, v) && push(in, v);
     }
     case op::PUT: {
       auto k = text::parse_decimal(as_chars(in.data), false);
@@ -688,74 +908,62 @@ Status Machine::step(const Instruction& in, bool& stop) {
 
     // ---- globals and calls ----
     case op::GLOBAL: {
-      auto id = make_global(in, as_chars(in.data), as_chars(in.data2), true);
-      if (!id) return std::move(id).error();
-      return push_new(*id);
+      const NodeId id = make_global(in, as_chars(in.data), as_chars(in.data2), true);
+      return id != kNoNode && push(in, id);
     }
     case op::STACK_GLOBAL: {
-      auto name = pop(in);
-      if (!name) return std::move(name).error();
-      auto module = pop(in);
-      if (!module) return std::move(module).error();
-      if (g_.kind(*name) != Kind::str || g_.kind(*module) != Kind::str) {
+      NodeId name = kNoNode, module = kNoNode;
+      if (!pop(in, name) || !pop(in, module)) return false;
+      if (g_.kind(name) != Kind::str || g_.kind(module) != Kind::str) {
         return fail(in, Errc::bad_value, "module and name must be str");
       }
-      const std::string_view m = g_.text(*module), n = g_.text(*name);
+      const std::string_view m = g_.text(module), n = g_.text(name);
       auto mapped = proto_ < 3 ? tables::map_2to3(m, n) : tables::Global{m, n};
       note_global(mapped.first, mapped.second);
-      NodeId mid = *module, nid = *name;
+      NodeId mid = module, nid = name;
       if (mapped.first != m || mapped.second != n) {
         mid = g_.add_owned(Kind::str, mapped.first, at);
         nid = g_.add_owned(Kind::str, mapped.second, at);
       }
-      return push_new(g_.add_node(Kind::global, mid, nid, kNoNode, at));
+      return push(in, g_.add_node(Kind::global, mid, nid, kNoNode, at));
     }
     case op::INST: {
-      auto cls = make_global(in, as_chars(in.data), as_chars(in.data2), true);
-      if (!cls) return std::move(cls).error();
-      auto m = pop_mark(in);
-      if (!m) return std::move(m).error();
-      if (auto st = check_graph(in); !st) return st;
-      NodeId id = g_.add_node(Kind::inst, *cls, kNoNode, kNoNode, at);
-      g_.append_items(id, std::span<const NodeId>(stack_.data() + *m, stack_.size() - *m));
-      stack_.resize(*m);
-      return push_new(id);
+      const NodeId cls = make_global(in, as_chars(in.data), as_chars(in.data2), true);
+      if (cls == kNoNode) return false;
+      std::size_t m = 0;
+      if (!pop_mark(in, m) || !check_graph(in)) return false;
+      NodeId id = g_.add_node(Kind::inst, cls, kNoNode, kNoNode, at);
+      g_.append_items(id, std::span<const NodeId>(stack_.data() + m, stack_.size() - m));
+      stack_.resize(m);
+      return push(in, id);
     }
     case op::OBJ: {
-      auto m = pop_mark(in);
-      if (!m) return std::move(m).error();
-      if (stack_.size() == *m) return underflow(in);
-      if (auto st = check_graph(in); !st) return st;
-      NodeId id = g_.add_node(Kind::obj, stack_[*m], kNoNode, kNoNode, at);
-      g_.append_items(id, std::span<const NodeId>(stack_.data() + *m + 1, stack_.size() - *m - 1));
-      stack_.resize(*m);
-      return push_new(id);
+      std::size_t m = 0;
+      if (!pop_mark(in, m)) return false;
+      if (stack_.size() == m) return underflow(in);
+      if (!check_graph(in)) return false;
+      NodeId id = g_.add_node(Kind::obj, stack_[m], kNoNode, kNoNode, at);
+      g_.append_items(id, std::span<const NodeId>(stack_.data() + m + 1, stack_.size() - m - 1));
+      stack_.resize(m);
+      return push(in, id);
     }
     case op::REDUCE:
     case op::NEWOBJ: {
-      auto args = pop(in);
-      if (!args) return std::move(args).error();
-      auto fn = pop(in);
-      if (!fn) return std::move(fn).error();
-      if (in.code() == op::REDUCE) return push_new(reduce_node(*fn, *args, at));
-      return push_new(g_.add_node(Kind::newobj, *fn, *args, kNoNode, at));
+      NodeId args = kNoNode, fn = kNoNode;
+      if (!pop(in, args) || !pop(in, fn)) return false;
+      if (in.code() == op::REDUCE) return push(in, reduce_node(fn, args, at));
+      return push(in, g_.add_node(Kind::newobj, fn, args, kNoNode, at));
     }
     case op::NEWOBJ_EX: {
-      auto kwargs = pop(in);
-      if (!kwargs) return std::move(kwargs).error();
-      auto args = pop(in);
-      if (!args) return std::move(args).error();
-      auto cls = pop(in);
-      if (!cls) return std::move(cls).error();
-      return push_new(g_.add_node(Kind::newobj_ex, *cls, *args, *kwargs, at));
+      NodeId kwargs = kNoNode, args = kNoNode, cls = kNoNode;
+      if (!pop(in, kwargs) || !pop(in, args) || !pop(in, cls)) return false;
+      return push(in, g_.add_node(Kind::newobj_ex, cls, args, kwargs, at));
     }
     case op::BUILD: {
-      auto state = pop(in);
-      if (!state) return std::move(state).error();
-      auto t = top(in);
-      if (!t) return std::move(t).error();
-      const NodeId one[1] = {*state};
-      return mutate(in, *t, OpKind::build, one);
+      NodeId state = kNoNode, t = kNoNode;
+      if (!pop(in, state) || !top(in, t)) return false;
+      const NodeId one[1] = {state};
+      return mutate(in, t, OpKind::build, one);
     }
     case op::EXT1:
     case op::EXT2:
@@ -764,7 +972,7 @@ Status Machine::step(const Instruction& in, bool& stop) {
       if (code <= 0) return fail(in, Errc::bad_value, "extension code must be positive");
       NodeId id = g_.add_node(Kind::ext, kNoNode, kNoNode, kNoNode, at);
       g_.nodes_[id].x = static_cast<std::uint64_t>(code);
-      return push_new(id);
+      return push(in, id);
     }
     case op::PERSID: {
       for (std::uint8_t b : in.data) {
@@ -772,41 +980,38 @@ Status Machine::step(const Instruction& in, bool& stop) {
       }
       g_.has_persid_ = true;
       NodeId pid = g_.add_span(Kind::str, in.data, at);
-      return push_new(g_.add_node(Kind::persid, pid, kNoNode, kNoNode, at));
+      return push(in, g_.add_node(Kind::persid, pid, kNoNode, kNoNode, at));
     }
     case op::BINPERSID: {
-      auto pid = pop(in);
-      if (!pid) return std::move(pid).error();
+      NodeId pid = kNoNode;
+      if (!pop(in, pid)) return false;
       g_.has_persid_ = true;
-      return push_new(g_.add_node(Kind::persid, *pid, kNoNode, kNoNode, at));
+      return push(in, g_.add_node(Kind::persid, pid, kNoNode, kNoNode, at));
     }
 
     // ---- out-of-band buffers ----
     case op::NEXT_BUFFER: {
       const std::size_t index = next_buffer_++;
       if (options_.bind_buffers && index >= options_.buffers.size()) {
-        return fail(in, Errc::bad_value, "pickle refers to out-of-band buffer " + std::to_string(index) +
-                                             " but " + std::to_string(options_.buffers.size()) +
-                                             " were given");
+        return fail(in, Errc::bad_value, "pickle refers to out-of-band buffer " + std::to_string(index) + " but " +
+                                             std::to_string(options_.buffers.size()) + " were given");
       }
       NodeId id = g_.add_node(Kind::buffer, kNoNode, kNoNode, kNoNode, at);
       g_.nodes_[id].x = index;
-      return push_new(id);
+      return push(in, id);
     }
     case op::READONLY_BUFFER: {
-      auto t = top(in);
-      if (!t) return std::move(t).error();
-      const Kind k = g_.kind(*t);
-      if (k == Kind::bytes || k == Kind::string8) return {};  // already read-only
-      if (k == Kind::buffer && !(g_.nodes_[*t].flags & (Graph::kShared | Graph::kMemoized))) {
-        g_.nodes_[*t].flags |= Graph::kReadonly;
-        return {};
+      NodeId t = kNoNode;
+      if (!top(in, t)) return false;
+      const Kind k = g_.kind(t);
+      if (k == Kind::bytes || k == Kind::string8) return true;  // already read-only
+      if (k == Kind::buffer && !(g_.nodes_[t].flags & (Graph::kShared | Graph::kMemoized))) {
+        g_.nodes_[t].flags |= Graph::kReadonly;
+        return true;
       }
-      if (!is_open(k)) {
-        return fail(in, Errc::bad_value, "a " + std::string(kind_name(k)) + " has no buffer");
-      }
-      stack_.back() = g_.add_node(Kind::readonly_view, *t, kNoNode, kNoNode, at);
-      return {};
+      if (!is_open(k)) return fail(in, Errc::bad_value, "a " + std::string(kind_name(k)) + " has no buffer");
+      stack_.back() = g_.add_node(Kind::readonly_view, t, kNoNode, kNoNode, at);
+      return true;
     }
 
     // ---- framing ----
@@ -816,21 +1021,21 @@ Status Machine::step(const Instruction& in, bool& stop) {
       }
       proto_ = static_cast<int>(in.u);
       g_.proto_ = proto_;
-      return {};
+      return true;
     case op::FRAME:
       // The frame's bytes must all be there; the opcodes inside are read as usual.
       if (in.u > pickle_.size() - in.end) {
-        return fail(in, Errc::truncated, "frame of " + std::to_string(in.u) + " bytes, " +
-                                             std::to_string(pickle_.size() - in.end) + " left");
+        return fail(in, Errc::truncated,
+                    "frame of " + std::to_string(in.u) + " bytes, " + std::to_string(pickle_.size() - in.end) + " left");
       }
-      return {};
+      return true;
     case op::STOP: {
-      auto v = pop(in);
-      if (!v) return std::move(v).error();
+      NodeId v = kNoNode;
+      if (!pop(in, v)) return false;
       for (NodeId left : stack_) discard(left);
-      g_.root_ = *v;
+      g_.root_ = v;
       stop = true;
-      return {};
+      return true;
     }
   }
   return fail(in, Errc::internal, "opcode not handled");

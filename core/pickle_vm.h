@@ -52,6 +52,7 @@
 
 #include "core/bytes.h"
 #include "core/limits.h"
+#include "core/pickle_alloc.h"
 #include "core/result.h"
 
 namespace daskcaps::pickle {
@@ -85,7 +86,7 @@ enum class Kind : std::uint8_t {
   global,        // a = module (a str node), b = qualified name (a str node)
   reduce,        // a = callable, b = argument tuple
   newobj,        // a = class, b = argument tuple
-  newobj_ex,     // a = class, b = argument tuple, c = keyword dict
+  newobj_ex,     // a = class, b = argument tuple, c() = keyword dict
   obj,           // OBJ: a = class, items = arguments
   inst,          // INST: a = class (a global node), items = arguments
   ext,           // value() = extension code
@@ -107,15 +108,24 @@ enum class OpKind : std::uint8_t {
 
 class Graph {
  public:
-  struct Node {
+  struct Node {  // 32 bytes: an object-heavy pickle makes about one per 10 bytes
     Kind kind = Kind::none;
     std::uint8_t flags = 0;
-    NodeId a = kNoNode, b = kNoNode, c = kNoNode;
+    std::uint16_t offset_hi = 0;        // offset of the creating opcode, bits 32-47
+    std::uint32_t offset_lo = 0;        // and bits 0-31
+    NodeId a = kNoNode, b = kNoNode;    // children; for data kinds, the data length
     std::uint32_t items = 0xFFFFFFFFu;  // head segment of the item list
     std::uint32_t ops = 0xFFFFFFFFu;    // head of the mutation list
-    std::uint64_t x = 0;                // int64, double bits, data offset, code, buffer index
-    std::uint64_t len = 0;              // data length
+    std::uint64_t x = 0;                // int64, double bits, data offset, code, buffer index,
+                                        // or the third child (newobj_ex: keyword dict)
+    NodeId c() const { return static_cast<NodeId>(x); }
+    std::uint64_t length() const { return (std::uint64_t{b} << 32) | a; }
+    void set_length(std::uint64_t n) {
+      a = static_cast<std::uint32_t>(n);
+      b = static_cast<std::uint32_t>(n >> 32);
+    }
   };
+  static_assert(sizeof(Node) == 32);
   struct Segment {
     std::uint32_t off = 0, count = 0;       // a run of ids in the item pool
     std::uint32_t next = 0xFFFFFFFFu;
@@ -151,7 +161,10 @@ class Graph {
   std::size_t size() const { return nodes_.size(); }
   bool has_flag(NodeId id, Flag f) const { return !is_immediate(id) && (nodes_[id].flags & f); }
   /// Absolute offset of the opcode that created the node (0 for built nodes).
-  std::uint64_t source_offset(NodeId id) const { return is_immediate(id) ? 0 : offsets_[id]; }
+  std::uint64_t source_offset(NodeId id) const {
+    if (is_immediate(id)) return 0;
+    return (std::uint64_t{nodes_[id].offset_hi} << 32) | nodes_[id].offset_lo;
+  }
 
   std::int64_t int_value(NodeId id) const {
     return is_immediate(id) ? immediate_value(id) : static_cast<std::int64_t>(nodes_[id].x);
@@ -185,6 +198,8 @@ class Graph {
 
   // ---- building (the loader; also for tests and encoders) ----
   NodeId add_int(std::int64_t v, std::uint64_t offset = 0);
+  /// The id of a small integer (|v| < 2^30), which needs no node.
+  static NodeId add_int_immediate(std::int32_t v) { return 0x80000000u | (static_cast<std::uint32_t>(v) & 0x7FFFFFFFu); }
   NodeId add_float(double v, std::uint64_t offset = 0);
   /// Data nodes over bytes of the source pickle, or copied into the heap.
   NodeId add_span(Kind kind, ByteSpan data, std::uint64_t offset = 0);
@@ -202,14 +217,17 @@ class Graph {
  private:
   friend class Machine;
   std::uint32_t new_chain(std::span<const NodeId> ids);
+  void append_pool(std::span<const NodeId> ids) {
+    detail::ensure_room(pool_, ids.size());
+    for (NodeId id : ids) pool_.push_back(id);
+  }
   void chain_append(std::uint32_t head, std::span<const NodeId> ids);
 
   ByteSpan source_;
   std::string heap_;
-  std::vector<Node> nodes_;
-  std::vector<std::uint64_t> offsets_;
-  std::vector<NodeId> pool_;
-  std::vector<Segment> segments_;
+  detail::LargeVector<Node> nodes_;
+  detail::LargeVector<NodeId> pool_;
+  detail::LargeVector<Segment> segments_;
   std::vector<Op> ops_;
   std::vector<OutOfBandBuffer> buffers_;
   bool buffers_bound_ = false;

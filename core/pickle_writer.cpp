@@ -6,6 +6,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "core/pickle_alloc.h"
 #include "core/pickle_ops.h"
 #include "core/pickle_tables.h"
 #include "core/pickle_text.h"
@@ -34,7 +35,6 @@ enum class T : std::uint8_t {
   items,          // node, policy, cursor
   ops,            // node, op cursor
   effect,         // node
-  depth_dec,
 };
 
 enum Policy : std::uint8_t {
@@ -61,6 +61,7 @@ struct Task {
   std::uint32_t seg = kEnd;
   std::uint32_t pos = 0;
   std::uint32_t in_batch = 0;
+  std::uint32_t depth = 0;  // nesting of the save this task belongs to
   std::uint64_t left = 0;
 };
 
@@ -68,6 +69,7 @@ class Writer {
  public:
   Writer(const Graph& g, const WriteOptions& o, const Limits& l)
       : g_(g), proto_(o.protocol), inline_(o.inline_buffers || o.protocol < 5), limits_(l) {
+    detail::reserve_large(memo_, g.size());
     memo_.assign(g.size(), kNoMemo);
     char_memo_.fill(kNoMemo);
   }
@@ -76,35 +78,74 @@ class Writer {
 
  private:
   // ---- output and framing (CPython's _Pickler_Write and friends) ----
-  void raw(const std::uint8_t* p, std::size_t n) {
-    if (framing_ && frame_start_ == kNoFrame) {
-      frame_start_ = out_.size();
-      out_.insert(out_.end(), kFrameHeader, 0xFE);
-    }
-    if (out_.size() + n > limits_.max_pickle_output_bytes) {
+  // len_ bytes of out_ are written. Small writes go into out_'s size (grown
+  // in zero-filled chunks, which is cheaper than push_back per byte); big
+  // payloads are appended with insert at len_, so they are copied once.
+  // The capacity never exceeds max_pickle_output_bytes: only a write that
+  // needs more room can cross it (room() then sets overflow_).
+  [[gnu::noinline]] bool room(std::size_t n) {
+    const std::size_t want = len_ + n;
+    if (want > limits_.max_pickle_output_bytes) {
       overflow_ = true;
-      return;
+      return false;
     }
-    out_.insert(out_.end(), p, p + n);
+    if (want > out_.capacity()) {
+      const std::size_t doubled = std::max(want, 2 * out_.capacity());
+      detail::reserve_large(out_, static_cast<std::size_t>(
+                                      std::min<std::uint64_t>(doubled, limits_.max_pickle_output_bytes)));
+    }
+    out_.resize(std::min(out_.capacity(), std::max(want, out_.size() + kChunk)));
+    return true;
+  }
+  void start_frame() {
+    frame_start_ = len_;
+    if (len_ + kFrameHeader > out_.size() && !room(kFrameHeader)) return;
+    std::memset(out_.data() + len_, 0xFE, kFrameHeader);
+    len_ += kFrameHeader;
+  }
+  [[gnu::always_inline]] void raw(const std::uint8_t* p, std::size_t n) {
+    if (framing_ && frame_start_ == kNoFrame) start_frame();
+    if (len_ + n > out_.size() && !room(n)) return;
+    std::memcpy(out_.data() + len_, p, n);
+    len_ += n;
   }
   void raw(ByteSpan s) { raw(s.data(), s.size()); }
   void raw(std::string_view s) { raw(reinterpret_cast<const std::uint8_t*>(s.data()), s.size()); }
-  void byte(std::uint8_t b) { raw(&b, 1); }
+  [[gnu::always_inline]] void byte(std::uint8_t b) {
+    if (framing_ && frame_start_ == kNoFrame) start_frame();
+    if (len_ == out_.size() && !room(1)) return;
+    out_[len_++] = b;
+  }
+  // Appends a big payload without zero-filling its room first.
+  void raw_big(ByteSpan data) {
+    if (framing_ && frame_start_ == kNoFrame) start_frame();
+    if (len_ + data.size() > limits_.max_pickle_output_bytes) {
+      overflow_ = true;
+      return;
+    }
+    out_.resize(len_);
+    if (len_ + data.size() > out_.capacity()) {
+      detail::reserve_large(out_, static_cast<std::size_t>(std::min<std::uint64_t>(
+                                      std::max(len_ + data.size(), 2 * out_.capacity()), limits_.max_pickle_output_bytes)));
+    }
+    out_.insert(out_.end(), data.begin(), data.end());
+    len_ = out_.size();
+  }
   void commit_frame() {
     if (!framing_ || frame_start_ == kNoFrame) return;
-    const std::size_t len = out_.size() - frame_start_ - kFrameHeader;
+    const std::size_t len = len_ - frame_start_ - kFrameHeader;
     if (len >= kFrameMin) {
       out_[frame_start_] = op::FRAME;
       for (int i = 0; i < 8; ++i) out_[frame_start_ + 1 + i] = static_cast<std::uint8_t>(len >> (8 * i));
     } else {
       std::memmove(out_.data() + frame_start_, out_.data() + frame_start_ + kFrameHeader, len);
-      out_.resize(out_.size() - kFrameHeader);
+      len_ -= kFrameHeader;
     }
     frame_start_ = kNoFrame;
   }
   // Called where CPython's save() starts.
   void boundary() {
-    if (framing_ && frame_start_ != kNoFrame && out_.size() - frame_start_ - kFrameHeader >= kFrameTarget) {
+    if (framing_ && frame_start_ != kNoFrame && len_ - frame_start_ - kFrameHeader >= kFrameTarget) {
       commit_frame();
     }
   }
@@ -117,7 +158,11 @@ class Writer {
       framing_ = false;
     }
     raw(header, header_len);
-    raw(data);
+    if (data.size() >= kBigWrite) {
+      raw_big(data);
+    } else {
+      raw(data);
+    }
     framing_ = framing;
   }
 
@@ -162,8 +207,13 @@ class Writer {
     raw(scratch_.data(), scratch_.size());
   }
 
-  // ---- errors ----
-  Error refuse(NodeId id, const std::string& what, int lowest) {
+  // ---- errors (sticky: the first one is kept, every step checks) ----
+  bool fail(Error e) {
+    if (!failed_) error_ = std::move(e);
+    failed_ = true;
+    return false;
+  }
+  bool refuse(NodeId id, const std::string& what, int lowest) {
     std::string msg = "cannot write " + what + " at protocol " + std::to_string(proto_);
     if (lowest > kHighestProtocol) {
       msg += ": no protocol can hold it";
@@ -172,36 +222,41 @@ class Writer {
     } else {
       msg += ": only protocol 0 can hold it";
     }
-    return make_error(Errc::unsupported, std::move(msg), id == kNoNode ? kNoOffset : g_.source_offset(id));
+    return fail(make_error(Errc::unsupported, std::move(msg), id == kNoNode ? kNoOffset : g_.source_offset(id)));
   }
 
   // ---- atoms ----
   void save_int64(std::int64_t v);
-  Status save_int_node(NodeId id);
+  bool save_int_node(NodeId id);
   void save_float(double v);
 
   // ---- strings and bytes ----
-  Status write_str(NodeId id, std::string_view utf8);
-  std::uint32_t save_str_value(std::string_view utf8, NodeId for_errors, Status& st);
-  Status save_str_node(NodeId id);
-  std::uint32_t save_bytes_like(ByteSpan data, NodeId for_errors, Status& st);
-  std::uint32_t save_bytearray_like(ByteSpan data, NodeId for_errors, Status& st);
-  std::uint32_t save_latin1_str(ByteSpan latin1, NodeId for_errors, Status& st);
-  std::uint32_t save_literal(std::string_view s, std::uint32_t& slot, NodeId for_errors, Status& st);
+  bool write_str(NodeId id, std::string_view utf8);
+  std::uint32_t save_str_value(std::string_view utf8, NodeId for_errors);
+  bool save_str_node(NodeId id);
+  std::uint32_t save_bytes_like(ByteSpan data, NodeId for_errors);
+  std::uint32_t save_bytearray_like(ByteSpan data, NodeId for_errors);
+  std::uint32_t save_latin1_str(ByteSpan latin1, NodeId for_errors);
+  std::uint32_t save_literal(std::string_view s, std::uint32_t& slot, NodeId for_errors);
 
   // ---- globals ----
-  Result<std::uint32_t> emit_global(std::string_view module, std::string_view qualname, NodeId for_errors);
-  Status save_global_node(NodeId id);
+  std::uint32_t emit_global(std::string_view module, std::string_view qualname, NodeId for_errors);
+  bool save_global_node(NodeId id);
 
   // ---- the task machine ----
-  Status save(NodeId id);
-  Status run_task(Task t);
-  Status step_items(Task t);
-  void push(Task t) { tasks_.push_back(t); }
-  void push_save(NodeId id) { Task t; t.type = T::save; t.node = id; tasks_.push_back(t); }
-  void push_byte(std::uint8_t code, T type = T::byte) { Task t; t.type = type; t.op = code; tasks_.push_back(t); }
+  bool save(NodeId id);
+  int save_leaf(NodeId id);
+  bool save_complex(NodeId id);
+  bool run_task(Task t);
+  bool step_items(Task t);
+  void push(Task t) {
+    t.depth = depth_;
+    tasks_.push_back(t);
+  }
+  void push_save(NodeId id) { Task t; t.type = T::save; t.node = id; push(t); }
+  void push_byte(std::uint8_t code, T type = T::byte) { Task t; t.type = type; t.op = code; push(t); }
   void push_node_task(T type, NodeId id, std::uint8_t op = 0) {
-    Task t; t.type = type; t.node = id; t.op = op; tasks_.push_back(t);
+    Task t; t.type = type; t.node = id; t.op = op; push(t);
   }
   void push_items(NodeId id, std::uint32_t head, Policy p) {
     if (head == kEnd || g_.chain_total(head) == 0) return;
@@ -214,20 +269,21 @@ class Writer {
     t.left = pairs ? g_.chain_total(head) / 2 : g_.chain_total(head);
     t.policy = p;
     t.phase = kStart;
-    tasks_.push_back(t);
+    push(t);
   }
   void push_ops(NodeId id) {
     const std::uint32_t head = g_.node(id).ops;
     if (head == kEnd) return;
-    Task t; t.type = T::ops; t.node = id; t.seg = head; tasks_.push_back(t);
+    Task t; t.type = T::ops; t.node = id; t.seg = head; push(t);
   }
-  Status enter(NodeId id) {
-    if (++depth_ > limits_.max_pickle_depth) {
-      return make_error(Errc::too_deep, "objects nest deeper than " + std::to_string(limits_.max_pickle_depth) +
-                                            " levels", g_.source_offset(id));
+  // A save that pushes tasks: they run one level deeper.
+  bool enter(NodeId id) {
+    if (depth_ >= limits_.max_pickle_depth) {
+      return fail(make_error(Errc::too_deep, "objects nest deeper than " + std::to_string(limits_.max_pickle_depth) +
+                                                 " levels", g_.source_offset(id)));
     }
-    push_byte(0, T::depth_dec);
-    return {};
+    ++depth_;
+    return true;
   }
   NodeId take(Task& t) {
     const Graph::Segment& s = g_.segment(t.seg);
@@ -238,23 +294,39 @@ class Writer {
     }
     return id;
   }
+  // Saved without pushing tasks: atoms, strings and bytes, memo hits.
+  bool is_leaf(NodeId id) const {
+    if (Graph::is_immediate(id) || memo_[id] != kNoMemo) return true;
+    switch (g_.node(id).kind) {
+      case Kind::none: case Kind::true_: case Kind::false_: case Kind::int_small: case Kind::int_bytes:
+      case Kind::int_decimal: case Kind::float_: case Kind::str: case Kind::bytes: case Kind::string8:
+        return true;
+      default:
+        return false;
+    }
+  }
   bool shared_or_open(NodeId id) const {
     return g_.has_flag(id, Graph::kShared) || g_.node(id).ops != kEnd;
   }
   void memoize_node(NodeId id) { memo_[id] = memo_put(); }
 
   static constexpr std::size_t kNoFrame = ~std::size_t{0};
+  static constexpr std::size_t kChunk = 64 * 1024;     // zero-filled room for small writes
+  static constexpr std::size_t kBigWrite = 16 * 1024;  // payloads appended without it
 
   const Graph& g_;
   const int proto_;
   const bool inline_;
   const Limits& limits_;
   Buffer out_;
+  std::size_t len_ = 0;
   Buffer scratch_;
   bool framing_ = false;
   std::size_t frame_start_ = kNoFrame;
   bool overflow_ = false;
-  std::vector<std::uint32_t> memo_;
+  bool failed_ = false;
+  Error error_;
+  detail::LargeVector<std::uint32_t> memo_;
   std::uint64_t memo_count_ = 0;
   std::array<std::uint32_t, 257> char_memo_{};   // "" and one-character Latin-1 str
   std::uint32_t empty_bytes_memo_ = kNoMemo;
@@ -300,11 +372,11 @@ void Writer::save_int64(std::int64_t v) {
   }
 }
 
-Status Writer::save_int_node(NodeId id) {
+bool Writer::save_int_node(NodeId id) {
   const Kind k = g_.kind(id);
   if (k == Kind::int_small) {
     save_int64(g_.int_value(id));
-    return {};
+    return true;
   }
   const bool negative = g_.has_flag(id, Graph::kNegative);
   if (proto_ >= 2) {
@@ -315,13 +387,13 @@ Status Writer::save_int_node(NodeId id) {
       auto it = int_bytes_.find(id);
       if (it == int_bytes_.end()) {
         auto conv = text::decimal_to_le(negative, g_.text(id));
-        if (!conv) return make_error(conv.error().code, conv.error().what, g_.source_offset(id));
+        if (!conv) return fail(make_error(conv.error().code, conv.error().what, g_.source_offset(id)));
         it = int_bytes_.emplace(id, std::move(*conv)).first;
       }
       le = it->second;
     }
     if (le.size() > 0x7fffffffu) {
-      return make_error(Errc::limit_exceeded, "int too large to pickle", g_.source_offset(id));
+      return fail(make_error(Errc::limit_exceeded, "int too large to pickle", g_.source_offset(id)));
     }
     std::uint8_t header[5];
     std::size_t hn;
@@ -336,7 +408,7 @@ Status Writer::save_int_node(NodeId id) {
     }
     raw(header, hn);
     raw(le);
-    return {};
+    return true;
   }
   std::string digits;
   if (k == Kind::int_decimal) {
@@ -345,13 +417,13 @@ Status Writer::save_int_node(NodeId id) {
     auto it = int_text_.find(id);
     if (it == int_text_.end()) {
       auto conv = text::le_to_decimal(g_.data(id));
-      if (!conv) return make_error(conv.error().code, conv.error().what, g_.source_offset(id));
+      if (!conv) return fail(make_error(conv.error().code, conv.error().what, g_.source_offset(id)));
       it = int_text_.emplace(id, std::move(*conv)).first;
     }
     digits = it->second;
   }
   text_op(op::LONG, digits + "L");
-  return {};
+  return true;
 }
 
 void Writer::save_float(double v) {
@@ -379,14 +451,14 @@ int char_slot(std::string_view utf8) {
   return -1;
 }
 
-Status Writer::write_str(NodeId id, std::string_view utf8) {
+bool Writer::write_str(NodeId id, std::string_view utf8) {
   if (proto_ == 0) {
     scratch_.clear();
     scratch_.push_back(op::UNICODE);
     text::append_unicode_arg(utf8, scratch_);
     scratch_.push_back('\n');
     raw(scratch_.data(), scratch_.size());
-    return {};
+    return true;
   }
   const std::uint64_t n = utf8.size();
   std::uint8_t header[9];
@@ -407,44 +479,41 @@ Status Writer::write_str(NodeId id, std::string_view utf8) {
     return refuse(id, "a str of " + std::to_string(n) + " bytes", 4);
   }
   write_data(header, hn, as_bytes(utf8));
-  return {};
+  return true;
 }
 
-std::uint32_t Writer::save_str_value(std::string_view utf8, NodeId for_errors, Status& st) {
+std::uint32_t Writer::save_str_value(std::string_view utf8, NodeId for_errors) {
   const int slot = char_slot(utf8);
   if (slot >= 0 && char_memo_[slot] != kNoMemo) {
     memo_get(char_memo_[slot]);
     return char_memo_[slot];
   }
-  st = write_str(for_errors, utf8);
-  if (!st) return kNoMemo;
+  if (!write_str(for_errors, utf8)) return kNoMemo;
   const std::uint32_t idx = memo_put();
   if (slot >= 0) char_memo_[slot] = idx;
   return idx;
 }
 
-Status Writer::save_str_node(NodeId id) {
-  Status st;
-  const std::uint32_t idx = save_str_value(g_.text(id), id, st);
-  if (!st) return st;
+bool Writer::save_str_node(NodeId id) {
+  const std::uint32_t idx = save_str_value(g_.text(id), id);
+  if (failed_) return false;
   memo_[id] = idx;
-  return {};
+  return true;
 }
 
-std::uint32_t Writer::save_literal(std::string_view s, std::uint32_t& slot, NodeId for_errors, Status& st) {
+std::uint32_t Writer::save_literal(std::string_view s, std::uint32_t& slot, NodeId for_errors) {
   boundary();
   if (slot != kNoMemo) {
     memo_get(slot);
     return slot;
   }
-  st = write_str(for_errors, s);
-  if (!st) return kNoMemo;
+  if (!write_str(for_errors, s)) return kNoMemo;
   slot = memo_put();
   return slot;
 }
 
 // The str(b, 'latin1') that CPython builds for bytes below protocol 3.
-std::uint32_t Writer::save_latin1_str(ByteSpan latin1, NodeId for_errors, Status& st) {
+std::uint32_t Writer::save_latin1_str(ByteSpan latin1, NodeId for_errors) {
   boundary();
   if (latin1.size() == 1 && char_memo_[latin1[0]] != kNoMemo) {
     memo_get(char_memo_[latin1[0]]);
@@ -459,9 +528,9 @@ std::uint32_t Writer::save_latin1_str(ByteSpan latin1, NodeId for_errors, Status
   } else {
     const std::uint64_t n = text::latin1_utf8_size(latin1);
     if (n > 0xffffffffull) {
-      st = refuse(for_errors, "bytes of " + std::to_string(latin1.size()) + " bytes (" + std::to_string(n) +
-                                  " as the UTF-8 that protocols 1-2 need)",
-                  3);
+      refuse(for_errors, "bytes of " + std::to_string(latin1.size()) + " bytes (" + std::to_string(n) +
+                             " as the UTF-8 that protocols 1-2 need)",
+             3);
       return kNoMemo;
     }
     std::uint8_t header[5] = {op::BINUNICODE};
@@ -469,8 +538,15 @@ std::uint32_t Writer::save_latin1_str(ByteSpan latin1, NodeId for_errors, Status
     raw(header, 5);
     if (n == latin1.size()) {
       raw(latin1);
-    } else if (out_.size() + n <= limits_.max_pickle_output_bytes) {
-      text::append_latin1_as_utf8(latin1, out_);  // no framing below protocol 4
+    } else if (len_ + n <= limits_.max_pickle_output_bytes) {
+      out_.resize(len_);  // no framing below protocol 4
+      if (len_ + n > out_.capacity()) {
+        detail::reserve_large(out_, static_cast<std::size_t>(std::min<std::uint64_t>(
+                                        std::max<std::uint64_t>(len_ + n, 2 * out_.capacity()),
+                                        limits_.max_pickle_output_bytes)));
+      }
+      text::append_latin1_as_utf8(latin1, out_);
+      len_ = out_.size();
     } else {
       overflow_ = true;
     }
@@ -481,7 +557,7 @@ std::uint32_t Writer::save_latin1_str(ByteSpan latin1, NodeId for_errors, Status
 }
 
 // CPython's save_bytes for data that ends up as a bytes object; memoizes it.
-std::uint32_t Writer::save_bytes_like(ByteSpan data, NodeId for_errors, Status& st) {
+std::uint32_t Writer::save_bytes_like(ByteSpan data, NodeId for_errors) {
   if (proto_ >= 3) {
     const std::uint64_t n = data.size();
     std::uint8_t header[9];
@@ -499,7 +575,7 @@ std::uint32_t Writer::save_bytes_like(ByteSpan data, NodeId for_errors, Status& 
       for (int i = 0; i < 8; ++i) header[1 + i] = static_cast<std::uint8_t>(n >> (8 * i));
       hn = 9;
     } else {
-      st = refuse(for_errors, "bytes of " + std::to_string(n) + " bytes", 4);
+      refuse(for_errors, "bytes of " + std::to_string(n) + " bytes", 4);
       return kNoMemo;
     }
     write_data(header, hn, data);
@@ -507,11 +583,8 @@ std::uint32_t Writer::save_bytes_like(ByteSpan data, NodeId for_errors, Status& 
   }
   // Below protocol 3: reduce to _codecs.encode(str(b, 'latin1'), 'latin1').
   if (data.empty()) {
-    auto g = emit_global("builtins", "bytes", for_errors);
-    if (!g) {
-      st = std::move(g).error();
-      return kNoMemo;
-    }
+    emit_global("builtins", "bytes", for_errors);
+    if (failed_) return kNoMemo;
     boundary();
     if (proto_ >= 1) {
       byte(op::EMPTY_TUPLE);
@@ -522,17 +595,13 @@ std::uint32_t Writer::save_bytes_like(ByteSpan data, NodeId for_errors, Status& 
     byte(op::REDUCE);
     return memo_put();
   }
-  auto g = emit_global("_codecs", "encode", for_errors);
-  if (!g) {
-    st = std::move(g).error();
-    return kNoMemo;
-  }
+  emit_global("_codecs", "encode", for_errors);
+  if (failed_) return kNoMemo;
   boundary();
   if (proto_ < 2) byte(op::MARK);
-  save_latin1_str(data, for_errors, st);
-  if (!st) return kNoMemo;
-  save_literal("latin1", latin1_memo_, for_errors, st);
-  if (!st) return kNoMemo;
+  save_latin1_str(data, for_errors);
+  save_literal("latin1", latin1_memo_, for_errors);
+  if (failed_) return kNoMemo;
   byte(proto_ >= 2 ? op::TUPLE2 : op::TUPLE);
   memo_put();
   byte(op::REDUCE);
@@ -540,18 +609,15 @@ std::uint32_t Writer::save_bytes_like(ByteSpan data, NodeId for_errors, Status& 
 }
 
 // CPython's save_bytearray (and in-band writeable buffers); memoizes it.
-std::uint32_t Writer::save_bytearray_like(ByteSpan data, NodeId for_errors, Status& st) {
+std::uint32_t Writer::save_bytearray_like(ByteSpan data, NodeId for_errors) {
   if (proto_ >= 5) {
     std::uint8_t header[9] = {op::BYTEARRAY8};
     for (int i = 0; i < 8; ++i) header[1 + i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(data.size()) >> (8 * i));
     write_data(header, 9, data);
     return memo_put();
   }
-  auto g = emit_global("builtins", "bytearray", for_errors);
-  if (!g) {
-    st = std::move(g).error();
-    return kNoMemo;
-  }
+  emit_global("builtins", "bytearray", for_errors);
+  if (failed_) return kNoMemo;
   boundary();  // save(argtup)
   if (data.empty()) {
     if (proto_ >= 1) {
@@ -563,8 +629,8 @@ std::uint32_t Writer::save_bytearray_like(ByteSpan data, NodeId for_errors, Stat
   } else {
     if (proto_ < 2) byte(op::MARK);
     boundary();  // save(bytes)
-    save_bytes_like(data, for_errors, st);  // a new bytes object each time
-    if (!st) return kNoMemo;
+    save_bytes_like(data, for_errors);  // a new bytes object each time
+    if (failed_) return kNoMemo;
     byte(proto_ >= 2 ? op::TUPLE1 : op::TUPLE);
     memo_put();
   }
@@ -585,7 +651,7 @@ std::string global_key(std::string_view module, std::string_view qualname) {
 }  // namespace
 
 // save_global for a global known by name, as CPython writes it; memoizes it.
-Result<std::uint32_t> Writer::emit_global(std::string_view module, std::string_view qualname, NodeId for_errors) {
+std::uint32_t Writer::emit_global(std::string_view module, std::string_view qualname, NodeId for_errors) {
   boundary();
   const std::string key = global_key(module, qualname);
   if (auto it = global_memo_.find(key); it != global_memo_.end()) {
@@ -598,15 +664,13 @@ Result<std::uint32_t> Writer::emit_global(std::string_view module, std::string_v
     if (auto it = module_memo_.find(std::string(module)); it != module_memo_.end()) {
       memo_get(it->second);
     } else {
-      Status st;
-      idx = save_str_value(module, for_errors, st);
-      if (!st) return std::move(st).error();
+      idx = save_str_value(module, for_errors);
+      if (failed_) return kNoMemo;
       module_memo_.emplace(std::string(module), idx);
     }
     boundary();
-    Status st;
-    save_str_value(qualname, for_errors, st);
-    if (!st) return std::move(st).error();
+    save_str_value(qualname, for_errors);
+    if (failed_) return kNoMemo;
     byte(op::STACK_GLOBAL);
     idx = memo_put();
     global_memo_.emplace(key, idx);
@@ -616,9 +680,10 @@ Result<std::uint32_t> Writer::emit_global(std::string_view module, std::string_v
   const std::size_t dot = qualname.find('.');
   if (dot == std::string_view::npos) {
     if (module.find('\n') != std::string_view::npos || qualname.find('\n') != std::string_view::npos) {
-      return refuse(for_errors, "global '" + std::string(module) + "." + std::string(qualname) +
-                                    "' (its name has a newline, which GLOBAL cannot hold)",
-                    4);
+      refuse(for_errors, "global '" + std::string(module) + "." + std::string(qualname) +
+                             "' (its name has a newline, which GLOBAL cannot hold)",
+             4);
+      return kNoMemo;
     }
     tables::Global name{module, qualname};
     if (proto_ < 3) {
@@ -628,9 +693,10 @@ Result<std::uint32_t> Writer::emit_global(std::string_view module, std::string_v
       if (tables::map_2to3(py2.first, py2.second) == name) {
         name = py2;
       } else if (tables::map_2to3(module, qualname) != name) {
-        return refuse(for_errors, "global '" + std::string(module) + "." + std::string(qualname) +
-                                      "' (protocols 0-2 map its name to another global)",
-                      3);
+        refuse(for_errors, "global '" + std::string(module) + "." + std::string(qualname) +
+                               "' (protocols 0-2 map its name to another global)",
+               3);
+        return kNoMemo;
       }
     }
     scratch_.clear();
@@ -667,22 +733,21 @@ Result<std::uint32_t> Writer::emit_global(std::string_view module, std::string_v
   }
   const std::size_t base = known == 0 ? 1 : known;
   for (std::size_t s = parts.size(); s > base; --s) {
-    auto g = emit_global("builtins", "getattr", for_errors);
-    if (!g) return std::move(g).error();
+    emit_global("builtins", "getattr", for_errors);
+    if (failed_) return kNoMemo;
     boundary();
     if (proto_ < 2) byte(op::MARK);
   }
   {
     const std::size_t len = static_cast<std::size_t>(parts[base - 1].data() + parts[base - 1].size() - qualname.data());
-    auto g = emit_global(module, qualname.substr(0, len), for_errors);
-    if (!g) return std::move(g).error();
+    emit_global(module, qualname.substr(0, len), for_errors);
+    if (failed_) return kNoMemo;
   }
   std::uint32_t idx = kNoMemo;
   for (std::size_t s = base + 1; s <= parts.size(); ++s) {
     boundary();
-    Status st;
-    save_str_value(parts[s - 1], for_errors, st);
-    if (!st) return std::move(st).error();
+    save_str_value(parts[s - 1], for_errors);
+    if (failed_) return kNoMemo;
     byte(proto_ >= 2 ? op::TUPLE2 : op::TUPLE);
     memo_put();
     byte(op::REDUCE);
@@ -693,7 +758,7 @@ Result<std::uint32_t> Writer::emit_global(std::string_view module, std::string_v
   return idx;
 }
 
-Status Writer::save_global_node(NodeId id) {
+bool Writer::save_global_node(NodeId id) {
   const Graph::Node& n = g_.node(id);
   const std::string_view module = g_.text(n.a), name = g_.text(n.b);
   const bool plain = n.ops == kEnd;
@@ -702,7 +767,7 @@ Status Writer::save_global_node(NodeId id) {
     if (auto it = global_memo_.find(key); it != global_memo_.end()) {
       memo_get(it->second);
       memo_[id] = it->second;
-      return {};
+      return true;
     }
   }
   if (proto_ >= 4) {
@@ -713,34 +778,42 @@ Status Writer::save_global_node(NodeId id) {
       memo_get(known->second);
       memo_[n.a] = known->second;
     } else {
-      if (auto st = save(n.a); !st) return st;
+      if (!save(n.a)) return false;
       module_memo_.emplace(std::string(module), memo_[n.a]);
     }
-    if (auto st = save(n.b); !st) return st;
+    if (!save(n.b)) return false;
     byte(op::STACK_GLOBAL);
     memoize_node(id);
   } else {
-    auto idx = emit_global(module, name, id);
-    if (!idx) return std::move(idx).error();
-    memo_[id] = *idx;
-    if (plain) return {};
+    const std::uint32_t idx = emit_global(module, name, id);
+    if (failed_) return false;
+    memo_[id] = idx;
+    if (plain) return true;
   }
   if (plain) {
     global_memo_.emplace(key, memo_[id]);
-    return {};
+    return true;
   }
-  if (auto st = enter(id); !st) return st;
+  if (!enter(id)) return false;
   push_ops(id);
-  return {};
+  return true;
 }
 
 // ---- save ------------------------------------------------------------------------
 
-Status Writer::save(NodeId id) {
+// CPython's save(). The leaves (atoms, memo hits, strings and bytes) are
+// written without pushing any task: save_leaf says 1 when it wrote one, 0
+// when `id` is not a leaf (then nothing but the frame boundary happened),
+// -1 on error.
+int Writer::save_leaf(NodeId id) {
   boundary();
-  const Kind k = g_.kind(id);
+  if (Graph::is_immediate(id)) {
+    save_int64(Graph::immediate_value(id));
+    return 1;
+  }
+  const Kind k = g_.node(id).kind;
   switch (k) {
-    case Kind::none: byte(op::NONE); return {};
+    case Kind::none: byte(op::NONE); return 1;
     case Kind::true_:
     case Kind::false_:
       if (proto_ >= 2) {
@@ -748,31 +821,42 @@ Status Writer::save(NodeId id) {
       } else {
         raw(std::string_view(k == Kind::true_ ? "I01\n" : "I00\n"));
       }
-      return {};
+      return 1;
     case Kind::int_small:
     case Kind::int_bytes:
-    case Kind::int_decimal: return save_int_node(id);
-    case Kind::float_: save_float(g_.float_value(id)); return {};
+    case Kind::int_decimal: return save_int_node(id) ? 1 : -1;
+    case Kind::float_: save_float(g_.float_value(id)); return 1;
     default: break;
   }
   if (memo_[id] != kNoMemo) {
     memo_get(memo_[id]);
-    return {};
+    return 1;
   }
+  if (k == Kind::str) return save_str_node(id) ? 1 : -1;
+  if (k == Kind::bytes || k == Kind::string8) return save_complex(id) ? 1 : -1;
+  return 0;
+}
+
+bool Writer::save(NodeId id) {
+  const int leaf = save_leaf(id);
+  if (leaf != 0) return leaf > 0;
+  return save_complex(id);
+}
+
+bool Writer::save_complex(NodeId id) {
   const Graph::Node& n = g_.node(id);
+  const Kind k = n.kind;
   switch (k) {
-    case Kind::str: return save_str_node(id);
     case Kind::bytes: {
       const ByteSpan data = g_.data(id);
       if (data.empty() && empty_bytes_memo_ != kNoMemo) {
         memo_get(empty_bytes_memo_);
         memo_[id] = empty_bytes_memo_;
-        return {};
+        return true;
       }
-      Status st;
-      memo_[id] = save_bytes_like(data, id, st);
+      memo_[id] = save_bytes_like(data, id);
       if (data.empty()) empty_bytes_memo_ = memo_[id];
-      return st;
+      return !failed_;
     }
     case Kind::string8: {
       const ByteSpan data = g_.data(id);
@@ -795,17 +879,16 @@ Status Writer::save(NodeId id) {
         return refuse(id, "a Python 2 str of " + std::to_string(data.size()) + " bytes", -1);
       }
       memoize_node(id);
-      return {};
+      return true;
     }
     case Kind::bytearray: {
-      Status st;
-      memo_[id] = save_bytearray_like(g_.data(id), id, st);
-      if (!st) return st;
+      memo_[id] = save_bytearray_like(g_.data(id), id);
+      if (failed_) return false;
       if (n.ops != kEnd) {
-        if (auto e = enter(id); !e) return e;
+        if (!enter(id)) return false;
         push_ops(id);
       }
-      return {};
+      return true;
     }
     case Kind::tuple: {
       const std::uint64_t count = g_.item_count(id);
@@ -816,14 +899,14 @@ Status Writer::save(NodeId id) {
           const std::uint8_t b[2] = {op::MARK, op::TUPLE};
           raw(b, 2);
         }
-        return {};
+        return true;
       }
-      if (auto e = enter(id); !e) return e;
+      if (!enter(id)) return false;
       const bool small = count <= 3 && proto_ >= 2;
       if (!small) byte(op::MARK);
       push_node_task(T::tuple_end, id, small ? 1 : 0);
       push_items(id, n.items, kPlain);
-      return {};
+      return true;
     }
     case Kind::list:
     case Kind::dict: {
@@ -835,15 +918,15 @@ Status Writer::save(NodeId id) {
         raw(b, 2);
       }
       memoize_node(id);
-      if (n.items == kEnd && n.ops == kEnd) return {};
-      if (auto e = enter(id); !e) return e;
+      if (n.items == kEnd && n.ops == kEnd) return true;
+      if (!enter(id)) return false;
       push_ops(id);
       push_items(id, n.items, is_list ? (proto_ == 0 ? kListPer : kListExact) : (proto_ == 0 ? kDictPer : kDictExact));
-      return {};
+      return true;
     }
     case Kind::set:
     case Kind::frozenset: {
-      if (auto e = enter(id); !e) return e;
+      if (!enter(id)) return false;
       if (proto_ >= 4) {
         if (k == Kind::set) {
           byte(op::EMPTY_SET);
@@ -855,11 +938,11 @@ Status Writer::save(NodeId id) {
           push_node_task(T::frozenset_end, id);
           push_items(id, n.items, kPlain);
         }
-        return {};
+        return true;
       }
       // save_reduce(set_or_frozenset, (list(obj),), obj)
-      auto g = emit_global("builtins", k == Kind::set ? "set" : "frozenset", id);
-      if (!g) return std::move(g).error();
+      emit_global("builtins", k == Kind::set ? "set" : "frozenset", id);
+      if (failed_) return false;
       boundary();  // save(argtup)
       if (proto_ < 2) byte(op::MARK);
       boundary();  // save(list)
@@ -874,29 +957,29 @@ Status Writer::save(NodeId id) {
       push_byte(op::REDUCE);
       push_byte(proto_ >= 2 ? op::TUPLE1 : op::TUPLE, T::byte_memo);
       push_items(id, n.items, proto_ == 0 ? kListPer : kListExact);
-      return {};
+      return true;
     }
     case Kind::global: return save_global_node(id);
     case Kind::reduce: {
-      if (auto e = enter(id); !e) return e;
+      if (!enter(id)) return false;
       push_node_task(T::reduce_end, id);
       push_byte(op::REDUCE);
       push_save(n.b);
       push_save(n.a);
-      return {};
+      return true;
     }
     case Kind::newobj: {
-      if (auto e = enter(id); !e) return e;
+      if (!enter(id)) return false;
       push_node_task(T::reduce_end, id);
       if (proto_ >= 2) {
         push_byte(op::NEWOBJ);
         push_save(n.b);
         push_save(n.a);
-        return {};
+        return true;
       }
       const bool args_tuple = g_.kind(n.b) == Kind::tuple;
-      auto g = args_tuple ? emit_global("copyreg", "__newobj__", id) : emit_global("copyreg", "__newobj_ex__", id);
-      if (!g) return std::move(g).error();
+      emit_global("copyreg", args_tuple ? "__newobj__" : "__newobj_ex__", id);
+      if (failed_) return false;
       boundary();
       byte(op::MARK);
       push_byte(op::REDUCE);
@@ -908,25 +991,25 @@ Status Writer::save(NodeId id) {
         push_save(n.b);
       }
       push_save(n.a);
-      return {};
+      return true;
     }
     case Kind::newobj_ex: {
-      if (auto e = enter(id); !e) return e;
+      if (!enter(id)) return false;
       push_node_task(T::reduce_end, id);
       if (proto_ >= 4) {
         push_byte(op::NEWOBJ_EX);
       } else {
-        auto g = emit_global("copyreg", "__newobj_ex__", id);
-        if (!g) return std::move(g).error();
+        emit_global("copyreg", "__newobj_ex__", id);
+        if (failed_) return false;
         boundary();
         if (proto_ < 2) byte(op::MARK);
         push_byte(op::REDUCE);
         push_byte(proto_ >= 2 ? op::TUPLE3 : op::TUPLE, T::byte_memo);
       }
-      push_save(n.c);
+      push_save(n.c());
       push_save(n.b);
       push_save(n.a);
-      return {};
+      return true;
     }
     case Kind::obj:
     case Kind::inst: {
@@ -945,20 +1028,20 @@ Status Writer::save(NodeId id) {
           }
         }
         if (!ok) return refuse(id, "an instance built by OBJ from a class that INST cannot name", 1);
-        if (auto e = enter(id); !e) return e;
+        if (!enter(id)) return false;
         byte(op::MARK);
         push_node_task(T::reduce_end, id);
         push_node_task(T::inst_line, id);
         push_items(id, n.items, kPlain);
-        return {};
+        return true;
       }
-      if (auto e = enter(id); !e) return e;
+      if (!enter(id)) return false;
       byte(op::MARK);
       push_node_task(T::reduce_end, id);
       push_byte(op::OBJ);
       push_items(id, n.items, kPlain);
       push_save(n.a);
-      return {};
+      return true;
     }
     case Kind::ext: {
       if (proto_ < 2) return refuse(id, "extension code " + std::to_string(n.x), 2);
@@ -976,10 +1059,10 @@ Status Writer::save(NodeId id) {
       }
       if (shared_or_open(id)) memoize_node(id);
       if (n.ops != kEnd) {
-        if (auto e = enter(id); !e) return e;
+        if (!enter(id)) return false;
         push_ops(id);
       }
-      return {};
+      return true;
     }
     case Kind::persid: {
       if (proto_ == 0) {
@@ -992,15 +1075,15 @@ Status Writer::save(NodeId id) {
         text_op(op::PERSID, g_.text(pid));
         if (shared_or_open(id)) memoize_node(id);
         if (n.ops != kEnd) {
-          if (auto e = enter(id); !e) return e;
+          if (!enter(id)) return false;
           push_ops(id);
         }
-        return {};
+        return true;
       }
-      if (auto e = enter(id); !e) return e;
+      if (!enter(id)) return false;
       push_node_task(T::persid_end, id);
       push_save(n.a);
-      return {};
+      return true;
     }
     case Kind::buffer: {
       const std::size_t index = static_cast<std::size_t>(n.x);
@@ -1011,40 +1094,39 @@ Status Writer::save(NodeId id) {
         if (shared_or_open(id)) memoize_node(id);
       } else {
         if (!g_.buffers_bound() || index >= g_.buffers().size()) {
-          return make_error(Errc::bad_value, "out-of-band buffer " + std::to_string(index) + " was not supplied",
-                            g_.source_offset(id));
+          return fail(make_error(Errc::bad_value, "out-of-band buffer " + std::to_string(index) + " was not supplied",
+                            g_.source_offset(id)));
         }
         const OutOfBandBuffer& buf = g_.buffers()[index];
         const bool readonly = (n.flags & Graph::kReadonly) || !buf.writeable;
-        Status st;
-        memo_[id] = readonly ? save_bytes_like(buf.data, id, st) : save_bytearray_like(buf.data, id, st);
-        if (!st) return st;
+        memo_[id] = readonly ? save_bytes_like(buf.data, id) : save_bytearray_like(buf.data, id);
+        if (failed_) return false;
       }
       if (n.ops != kEnd) {
-        if (auto e = enter(id); !e) return e;
+        if (!enter(id)) return false;
         push_ops(id);
       }
-      return {};
+      return true;
     }
     case Kind::readonly_view: {
       if (proto_ < 5) return refuse(id, "a READONLY_BUFFER view of a " + std::string(kind_name(g_.kind(n.a))), 5);
-      if (auto e = enter(id); !e) return e;
+      if (!enter(id)) return false;
       push_node_task(T::view_end, id);
       push_save(n.a);
-      return {};
+      return true;
     }
     default: break;
   }
-  return make_error(Errc::internal, "node kind not handled", g_.source_offset(id));
+  return fail(make_error(Errc::internal, "node kind not handled", g_.source_offset(id)));
 }
 
 // ---- tasks ---------------------------------------------------------------------
 
-Status Writer::run_task(Task t) {
+bool Writer::run_task(Task t) {
   switch (t.type) {
     case T::save: return save(t.node);
-    case T::byte: byte(t.op); return {};
-    case T::byte_memo: byte(t.op); memo_put(); return {};
+    case T::byte: byte(t.op); return true;
+    case T::byte_memo: byte(t.op); memo_put(); return true;
     case T::empty_dict:
       boundary();
       if (proto_ >= 1) {
@@ -1054,8 +1136,7 @@ Status Writer::run_task(Task t) {
         raw(b, 2);
       }
       memo_put();
-      return {};
-    case T::depth_dec: --depth_; return {};
+      return true;
     case T::tuple_end: {
       const NodeId id = t.node;
       if (memo_[id] != kNoMemo) {
@@ -1069,7 +1150,7 @@ Status Writer::run_task(Task t) {
           for (std::uint64_t i = 0; i <= count; ++i) byte(op::POP);
         }
         memo_get(memo_[id]);
-        return {};
+        return true;
       }
       if (t.op == 1) {
         byte(static_cast<std::uint8_t>(op::TUPLE1 + g_.item_count(id) - 1));
@@ -1077,41 +1158,41 @@ Status Writer::run_task(Task t) {
         byte(op::TUPLE);
       }
       memoize_node(id);
-      return {};
+      return true;
     }
     case T::frozenset_end: {
       const NodeId id = t.node;
       if (memo_[id] != kNoMemo) {
         byte(op::POP_MARK);
         memo_get(memo_[id]);
-        return {};
+        return true;
       }
       byte(op::FROZENSET);
       memoize_node(id);
-      return {};
+      return true;
     }
     case T::reduce_end: {
       const NodeId id = t.node;
       if (memo_[id] != kNoMemo) {
         byte(op::POP);
         memo_get(memo_[id]);
-        return {};
+        return true;
       }
       memoize_node(id);
       push_ops(id);
-      return {};
+      return true;
     }
     case T::persid_end: {
       byte(op::BINPERSID);
       if (shared_or_open(t.node)) memoize_node(t.node);
       push_ops(t.node);
-      return {};
+      return true;
     }
     case T::view_end: {
       byte(op::READONLY_BUFFER);
       if (shared_or_open(t.node)) memoize_node(t.node);
       push_ops(t.node);
-      return {};
+      return true;
     }
     case T::inst_line: {
       const Graph::Node& cls = g_.node(g_.node(t.node).a);
@@ -1128,7 +1209,7 @@ Status Writer::run_task(Task t) {
       scratch_.insert(scratch_.end(), q.begin(), q.end());
       scratch_.push_back('\n');
       raw(scratch_.data(), scratch_.size());
-      return {};
+      return true;
     }
     case T::items: return step_items(t);
     case T::ops: {
@@ -1148,11 +1229,11 @@ Status Writer::run_task(Task t) {
           break;
         case OpKind::effect: push_node_task(T::effect, o.ref); break;
       }
-      return {};
+      return true;
     }
     case T::effect: {
       const NodeId e = t.node;
-      if (memo_[e] != kNoMemo) return {};  // already made where it is used
+      if (memo_[e] != kNoMemo) return true;  // already made where it is used
       const Graph::Node& n = g_.node(e);
       const bool lone = !g_.has_flag(e, Graph::kShared) && !g_.has_flag(e, Graph::kMemoized) && n.ops == kEnd;
       if (lone && n.kind == Kind::reduce && g_.kind(n.b) == Kind::tuple && g_.item_count(n.b) == 2 &&
@@ -1168,17 +1249,17 @@ Status Writer::run_task(Task t) {
         push_save(args[0]);
         if (proto_ < 2) push_byte(op::MARK);
         push_save(n.a);
-        return {};
+        return true;
       }
       push_byte(op::POP);
       push_save(e);
-      return {};
+      return true;
     }
   }
-  return make_error(Errc::internal, "task not handled");
+  return fail(make_error(Errc::internal, "task not handled"));
 }
 
-Status Writer::step_items(Task t) {
+bool Writer::step_items(Task t) {
   const Policy p = static_cast<Policy>(t.policy);
   const bool pairs = p == kDictPer || p == kDictExact || p == kDictGeneric;
   const std::uint8_t single = pairs ? op::SETITEM : op::APPEND;
@@ -1207,23 +1288,22 @@ Status Writer::step_items(Task t) {
         if ((p == kListExact || p == kDictExact) && t.left == 1) {
           push_byte(single);
           push_unit(t);
-          return {};
+          return true;
         }
         t.phase = kBatchStart;
         continue;
       case kEach: {
-        if (t.left == 0) return {};
+        if (t.left == 0) return true;
         Task next = t;
         if (p == kAddGetattr) {
           // getattr(obj, 'add')(item), result dropped.
-          auto g = emit_global("builtins", "getattr", t.node);
-          if (!g) return std::move(g).error();
+          emit_global("builtins", "getattr", t.node);
+          if (failed_) return false;
           boundary();
           if (proto_ < 2) byte(op::MARK);
-          if (auto st = save(t.node); !st) return st;
-          Status st;
-          save_literal("add", add_memo_, t.node, st);
-          if (!st) return st;
+          if (!save(t.node)) return false;
+          save_literal("add", add_memo_, t.node);
+          if (failed_) return false;
           byte(proto_ >= 2 ? op::TUPLE2 : op::TUPLE);
           byte(op::REDUCE);
           if (proto_ < 2) byte(op::MARK);
@@ -1234,29 +1314,51 @@ Status Writer::step_items(Task t) {
           push_byte(op::REDUCE);
           push_byte(proto_ >= 2 ? op::TUPLE1 : op::TUPLE);
           push_save(item);
-          return {};
+          return true;
         }
-        // The unit's saves run first, then its opcode, then the rest.
-        NodeId ids[2];
+        // Leaves (atoms, strings, memo hits) are written at once; anything
+        // else goes on the task stack: its saves, then its opcode, then the rest.
+        NodeId ids[2] = {kNoNode, kNoNode};
         ids[0] = take(next);
         if (pairs) ids[1] = take(next);
         next.left -= 1;
+        if (!pairs) {
+          const int leaf = save_leaf(ids[0]);
+          if (leaf < 0) return false;
+          if (leaf > 0) {
+            if (p != kPlain) byte(single);
+            t = next;
+            continue;
+          }
+          push(next);
+          if (p != kPlain) push_byte(single);
+          return save_complex(ids[0]);  // its tasks go above the rest of the list
+        }
+        if (is_leaf(ids[0]) && is_leaf(ids[1])) {
+          if (!save(ids[0]) || !save(ids[1])) return false;
+          byte(single);
+          t = next;
+          continue;
+        }
         push(next);
         if (p != kPlain) push_byte(single);
-        if (pairs) push_save(ids[1]);
-        push_save(ids[0]);
-        return {};
+        if (pairs) {
+          push_save(ids[1]);
+          push_save(ids[0]);
+          return true;
+        }
+        return save(ids[0]);  // its tasks go above the rest of the list
       }
       case kBatchStart:
         if (p == kListGeneric || p == kDictGeneric || p == kAddGeneric) {
-          if (t.left == 0) return {};
+          if (t.left == 0) return true;
           if (t.left == 1 && p != kAddGeneric) {
             push_byte(single);
             push_unit(t);
-            return {};
+            return true;
           }
         } else if (p == kListExact && t.left == 0) {
-          return {};
+          return true;
         }
         byte(op::MARK);
         t.in_batch = 0;
@@ -1265,24 +1367,45 @@ Status Writer::step_items(Task t) {
       case kInBatch: {
         if (t.in_batch < kBatch && t.left > 0) {
           Task next = t;
-          NodeId ids[2];
+          NodeId ids[2] = {kNoNode, kNoNode};
           ids[0] = take(next);
           if (pairs) ids[1] = take(next);
           next.left -= 1;
           next.in_batch += 1;
+          if (!pairs) {
+            const int leaf = save_leaf(ids[0]);
+            if (leaf < 0) return false;
+            if (leaf > 0) {
+              t = next;
+              continue;
+            }
+            push(next);
+            return save_complex(ids[0]);  // its tasks go above the rest of the batch
+          }
+          if (is_leaf(ids[0]) && is_leaf(ids[1])) {
+            if (!save(ids[0]) || !save(ids[1])) return false;
+            t = next;
+            continue;
+          }
           push(next);
-          if (pairs) push_save(ids[1]);
-          push_save(ids[0]);
-          return {};
+          if (pairs) {
+            if (!is_leaf(ids[0])) {
+              push_save(ids[1]);
+              push_save(ids[0]);
+              return true;
+            }
+            if (!save(ids[0])) return false;  // a plain key, then the value's tasks
+          }
+          return save(pairs ? ids[1] : ids[0]);
         }
         byte(multi);
         const bool full = t.in_batch == kBatch;
         if (p == kListExact) {
-          if (t.left == 0) return {};
+          if (t.left == 0) return true;
         } else if (p == kDictExact || p == kSetExact) {
-          if (!full) return {};  // a full last batch is followed by an empty one, as in CPython
+          if (!full) return true;  // a full last batch is followed by an empty one, as in CPython
         } else {
-          if (!full) return {};
+          if (!full) return true;
         }
         t.phase = kBatchStart;
         continue;
@@ -1295,11 +1418,19 @@ Result<Written> Writer::run() {
   if (proto_ < 0 || proto_ > kHighestProtocol) {
     return make_error(Errc::usage, "pickle protocol must be 0 to 5, not " + std::to_string(proto_));
   }
-  std::uint64_t estimate = 64 + g_.end_offset();
+  // Lower protocols take more room (BINUNICODE's 4-byte lengths, BINPUTs).
+  std::uint64_t estimate = 64 + g_.end_offset() + (proto_ < 4 ? g_.end_offset() / 2 : 0);
   if (inline_) {
-    for (const OutOfBandBuffer& b : g_.buffers()) estimate += b.data.size() + 16;
+    // Each inlined buffer costs its bytes plus a few dozen bytes of opcodes
+    // (the bytearray or _codecs.encode call around it): err on the large side,
+    // a regrowth would copy everything written so far.
+    for (const OutOfBandBuffer& b : g_.buffers()) {
+      // Below 3, bytes go out as the UTF-8 of a Latin-1 str: up to twice as long.
+      estimate += b.data.size() * (proto_ < 3 ? 2 : 1) + 128;
+    }
+    estimate += 4096;
   }
-  out_.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(estimate, limits_.max_pickle_output_bytes)));
+  detail::reserve_large(out_, static_cast<std::size_t>(std::min<std::uint64_t>(estimate, limits_.max_pickle_output_bytes)));
   if (proto_ >= 2) {
     const std::uint8_t h[2] = {op::PROTO, static_cast<std::uint8_t>(proto_)};
     raw(h, 2);
@@ -1319,7 +1450,8 @@ Result<Written> Writer::run() {
   while (!tasks_.empty()) {
     const Task t = tasks_.back();
     tasks_.pop_back();
-    if (auto st = run_task(t); !st) return std::move(st).error();
+    depth_ = t.depth;
+    if (!run_task(t)) return std::move(error_);
     if (overflow_) {
       return make_error(Errc::limit_exceeded, "output exceeds " + std::to_string(limits_.max_pickle_output_bytes) +
                                                   " bytes");
@@ -1332,6 +1464,7 @@ Result<Written> Writer::run() {
     return make_error(Errc::limit_exceeded, "output exceeds " + std::to_string(limits_.max_pickle_output_bytes) +
                                                 " bytes");
   }
+  out_.resize(len_);
   Written w;
   w.pickle = std::move(out_);
   w.out_of_band = std::move(out_of_band_);
