@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/atomic_file.h"
+#include "core/endpoint.h"
 #include "core/frames.h"
 #include "core/transcode.h"
 #include "formats/capture.h"
@@ -45,6 +46,10 @@ struct TranscodeCliOptions {
   std::optional<std::size_t> connection;
   std::string direction;
   std::vector<std::uint16_t> ports;
+  std::string for_endpoint;
+  double timeout_s = 10;
+  net::TlsOptions tls;
+  bool codec_given = false, protocol_given = false, layout_given = false;
   Limits limits;
 };
 
@@ -121,7 +126,29 @@ std::string safe_name(std::string s) {
   return s;
 }
 
-int run_transcode(const TranscodeCliOptions& o) {
+// --for: the recipient's plan fills what the user did not set explicitly.
+Status apply_recipient(TranscodeCliOptions& o, std::string& note) {
+  EndpointOptions eo;
+  eo.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeout_s * 1000));
+  eo.tls = o.tls;
+  eo.limits = o.limits;
+  auto peer = peer_for_endpoint(o.for_endpoint, eo);
+  if (!peer) return std::move(peer).error().add_context("--for");
+  const RecipientPlan plan = plan_for_recipient(*peer);
+  if (!o.codec_given) o.codec = std::string(codec_name(plan.codec));
+  if (!o.protocol_given) o.pickle_protocol = std::to_string(plan.pickle_protocol);
+  if (!o.layout_given && plan.cpu_layout) o.layout = *plan.cpu_layout ? "cpu" : "keep";
+  note = "for " + peer->name + ": codec " + o.codec + ", pickle protocol " + o.pickle_protocol +
+         ", layout " + o.layout +
+         (plan.cpu_layout ? "" : " (whether it has a GPU is not known)");
+  return {};
+}
+
+int run_transcode(TranscodeCliOptions o) {
+  std::string recipient_note;
+  if (!o.for_endpoint.empty()) {
+    if (auto st = apply_recipient(o, recipient_note); !st) return report_error("", st.error());
+  }
   auto topt = core_options(o);
   if (!topt) return report_error("", topt.error());
   if (same_file(o.input, o.output))
@@ -270,8 +297,12 @@ int run_transcode(const TranscodeCliOptions& o) {
     doc["arrays-converted"] = report->arrays_converted;
     doc["unconvertible"] = report->unconvertible;
     if (pcap) doc["warnings"] = pcap->warnings();
+    if (!o.for_endpoint.empty())
+      doc["for"] = {{"endpoint", o.for_endpoint}, {"codec", o.codec},
+                    {"pickle-protocol", o.pickle_protocol}, {"layout", o.layout}};
     print_json(doc);
   } else {
+    if (!recipient_note.empty()) std::cout << recipient_note << '\n';
     for (const auto& [key, out] : outputs)
       std::cout << out.file->path() << ": " << out.messages << " messages, " << out.file->size() << " bytes\n";
     std::cout << count << " messages, " << report->bytes_in << " -> " << report->bytes_out
@@ -299,18 +330,27 @@ void add_transcode(CLI::App& app, int& exit_code) {
   cmd->add_option("--connection", o->connection, "pcap: only this connection (as inspect numbers them)");
   cmd->add_option("--direction", o->direction, "pcap: client-to-server or server-to-client");
   cmd->add_option("--port", o->ports, "pcap: only TCP segments to or from these ports");
-  cmd->add_option("--codec", o->codec, "codec of the output frames")
+  CLI::Option* codec = cmd->add_option("--codec", o->codec, "codec of the output frames")
       ->check(CLI::IsMember({"keep", "none", "lz4", "zstd", "snappy", "zlib"}))
       ->capture_default_str();
   cmd->add_option("--zstd-level", o->zstd_level, "zstd level (distributed.comm.zstd.level)")
       ->check(CLI::Range(1, 22))->capture_default_str();
-  cmd->add_option("--pickle-protocol", o->pickle_protocol, "protocol of every pickle in the output")
-      ->check(CLI::IsMember({"keep", "0", "1", "2", "3", "4", "5"}))
-      ->capture_default_str();
+  CLI::Option* protocol =
+      cmd->add_option("--pickle-protocol", o->pickle_protocol, "protocol of every pickle in the output")
+          ->check(CLI::IsMember({"keep", "0", "1", "2", "3", "4", "5"}))
+          ->capture_default_str();
   cmd->add_flag("--inline-buffers", o->inline_buffers,
                 "at protocol 5, inline out-of-band buffers too");
-  cmd->add_option("--layout", o->layout, "cpu: GPU arrays become NumPy arrays")
-      ->check(CLI::IsMember({"keep", "cpu"}))->capture_default_str();
+  CLI::Option* layout = cmd->add_option("--layout", o->layout, "cpu: GPU arrays become NumPy arrays")
+                            ->check(CLI::IsMember({"keep", "cpu"}))
+                            ->capture_default_str();
+  cmd->add_option("--for", o->for_endpoint,
+                  "pick codec, pickle protocol and layout for this recipient: a probe file or "
+                  "a live address (explicit --codec/--pickle-protocol/--layout win)");
+  cmd->add_option("--timeout", o->timeout_s, "seconds for a live --for endpoint")->capture_default_str();
+  cmd->add_option("--tls-ca-file", o->tls.ca_file, "CA that verifies a tls:// --for endpoint");
+  cmd->add_option("--tls-cert", o->tls.cert_file, "our client certificate (PEM)");
+  cmd->add_option("--tls-key", o->tls.key_file, "the key of --tls-cert (default: inside it)");
   cmd->add_flag("--keep-unconvertible", o->keep_unconvertible,
                 "leave GPU objects that have no CPU form as they are (reported)");
   cmd->add_option("--dask-release", o->dask_release,
@@ -322,7 +362,12 @@ void add_transcode(CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", o->threads, "worker threads (default: all cores)");
   cmd->add_flag("--json", o->json, "print a JSON summary (schema dask-caps.transcode/1)");
   add_limit_flags(*cmd, o->limits);
-  cmd->callback([o, &exit_code] { exit_code = run_transcode(*o); });
+  cmd->callback([o, codec, protocol, layout, &exit_code] {
+    o->codec_given = codec->count() > 0;
+    o->protocol_given = protocol->count() > 0;
+    o->layout_given = layout->count() > 0;
+    exit_code = run_transcode(*o);
+  });
 }
 
 }  // namespace daskcaps::cli

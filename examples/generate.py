@@ -57,6 +57,19 @@ def main(out_dir):
         examples[f"codec-{codec}.stream"] = dict(compression=codec, messages=[
             {"op": "echo", "data": to_serialize(compressible(4000))},
         ])
+    # The result of a GPU computation as a GPU worker sends it over TCP: CuPy
+    # arrays in the dask family (host copies of the device bytes), lz4,
+    # built in the exact layout of distributed/protocol/cupy.py (CuPy is not
+    # installable here). A CPU-only client cannot load it as it is.
+    gpu = np.repeat(np.arange(100, dtype="<f4"), 200).reshape(100, 200)
+    path = os.path.join(out_dir, "gpu-result.stream")
+    with open(path, "wb") as f:
+        f.write(daskwire.stream_of([
+            daskwire.cupy_message(gpu, codec="lz4"),
+            daskwire.cupy_message(np.asfortranarray(gpu[:50]), codec="lz4"),
+        ], compression="lz4"))
+    print(f"{path}: {os.path.getsize(path)} bytes, 3 messages")
+
     for name, spec in sorted(examples.items()):
         data = daskwire.capture_client_stream(
             spec["messages"], compression=spec.get("compression"), shard=spec.get("shard"),

@@ -122,3 +122,65 @@ def run_tool(*args, check=True, input=None):
         raise AssertionError(f"dask-caps {' '.join(map(str, args))} exited {p.returncode}:\n"
                              f"{p.stdout}\n{p.stderr}")
     return p
+
+
+# ---- CuPy messages built by hand in the layout of distributed's cupy.py ----
+# (cupy itself is not installable on CPU hosts; these are the exact headers
+# and frames distributed/protocol/cupy.py writes.)
+
+CUPY_TYPE = bytes.fromhex("80059514000000000000008c0463757079948c076e6461727261799493942e")
+OLD_CUPY_TYPE = bytes.fromhex(
+    "8005951f000000000000008c0f637570792e5f636f72652e636f7265948c076e6461727261799493942e")
+
+
+def class_pickle(module, name):
+    """The protocol-5 by-reference pickle CPython writes for module.name."""
+    body = (b"\x8c" + bytes([len(module)]) + module.encode() + b"\x94" +
+            b"\x8c" + bytes([len(name)]) + name.encode() + b"\x94\x93\x94.")
+    return b"\x80\x05\x95" + struct.pack("<Q", len(body)) + body
+
+
+def cupy_message(arr, family="dask", type_serialized=None, codec=None):
+    """Frames of {"op": "echo", "data": <cupy array>} as Dask would send them."""
+    import numpy as np
+    from distributed.protocol.compression import maybe_compress
+
+    type_serialized = type_serialized or CUPY_TYPE
+
+    if not (arr.flags.c_contiguous or arr.flags.f_contiguous):
+        arr = np.ascontiguousarray(arr)
+    cai = {
+        "shape": list(arr.shape),
+        "typestr": arr.dtype.str,
+        "descr": [["", arr.dtype.str]],
+        "stream": 1,
+        "version": 3,
+        "strides": list(arr.strides),
+        "data": [140000000000000, False],
+    }
+    order = "F" if arr.flags.f_contiguous and not arr.flags.c_contiguous else "C"
+    frame = arr.tobytes(order=order)
+    header = {"sub-header": cai}
+    if family == "dask":
+        header["type"] = "cupy.ndarray"
+    header["type-serialized"] = type_serialized
+    header["serializer"] = family
+    if family == "cuda":
+        compression = [False]
+    else:
+        c, frame = maybe_compress(frame, compression=codec) if codec else (None, frame)
+        compression = [c]
+    header.update({"split-num-sub-frames": [1], "split-offsets": [0], "compression": compression,
+                   "num-sub-frames": 1})
+    root = msgpack.dumps({"op": "echo", "data": {"__Serialized__": 1}}, use_bin_type=True)
+    return [root, msgpack.dumps(header, use_bin_type=True), bytes(frame)]
+
+
+def stream_of(messages, compression=None):
+    out = _handshake_bytes(compression)
+    for frames in messages:
+        prelude = struct.pack(f"<Q{len(frames)}Q", len(frames), *map(len, frames))
+        out += struct.pack("<Q", len(prelude) + sum(map(len, frames))) + prelude + b"".join(frames)
+    return out
+
+
