@@ -1,14 +1,7 @@
 #include "cli/common.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
-#include <atomic>
-#include <cerrno>
-#include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <iostream>
 
 namespace daskcaps::cli {
@@ -52,65 +45,6 @@ Json json_document(std::string_view schema) {
 
 void print_json(const Json& doc) {
   std::cout << doc.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
-}
-
-Status write_file_atomically(const std::string& path, std::string_view bytes) {
-  auto fail = [&path](int err, std::string_view step) {
-    Error e = make_error(err == ENOENT || err == ENOTDIR ? Errc::not_found : Errc::io,
-                         std::string(step) + ": " + std::strerror(err));
-    return std::move(e.add_context(path));
-  };
-  const std::size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  if (name.empty() || name == "." || name == "..") return fail(EISDIR, "cannot write");
-
-  // O_EXCL with mode 0666 rather than mkstemp (0600): the kernel applies the
-  // umask, so the file gets the mode an ordinary create would, without
-  // touching the process-wide umask.
-  static std::atomic<unsigned> counter{0};
-  std::string temp;
-  int fd = -1;
-  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    const auto tick = std::chrono::steady_clock::now().time_since_epoch().count();
-    temp = dir + (dir.back() == '/' ? "" : "/") + "." + name + "." + std::to_string(::getpid()) +
-           "." + std::to_string(counter++) + "." + std::to_string(tick % 100000);
-    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST) break;
-  }
-  if (fd < 0) return fail(errno, "cannot create a temporary file beside it");
-
-  auto abandon = [&](int err, std::string_view step) {
-    ::close(fd);
-    ::unlink(temp.c_str());
-    return fail(err, step);
-  };
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return abandon(errno, "cannot write");
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0) return abandon(errno, "cannot flush");
-  if (::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(temp.c_str());
-    return fail(err, "cannot write");
-  }
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(temp.c_str());
-    return fail(err, "cannot replace");
-  }
-  // Make the rename itself durable; a failure here changes nothing visible.
-  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return ok_status();
 }
 
 void add_limit_flags(CLI::App& cmd, Limits& limits) {

@@ -44,13 +44,6 @@ Json json_document(std::string_view schema);
 /// Prints a JSON document and a newline to stdout.
 void print_json(const Json& doc);
 
-/// Writes `bytes` to `path` atomically: into a temporary file in the same
-/// directory (".<name>.<pid>.<n>.<t>"), flushed to disk, then renamed over `path`.
-/// The new file gets the usual mode (0666 minus the umask). On any failure
-/// the temporary file is removed, `path` is left as it was, and the error
-/// (Errc::io, or Errc::not_found for a missing directory) names `path`.
-Status write_file_atomically(const std::string& path, std::string_view bytes);
-
 /// Binds the input limits of core/limits.h as flags on a command.
 void add_limit_flags(CLI::App& cmd, Limits& limits);
 

@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "core/atomic_file.h"
 #include "core/msgpack.h"
 #include "core/probe.h"
 #include "core/probe_file.h"
@@ -143,7 +144,7 @@ int run_probe(const ProbeArgs& args) {
   }
   const std::string json = probe_to_json_text(*probe);
   if (!args.output.empty()) {
-    if (auto written = write_file_atomically(args.output, json); !written)
+    if (auto written = write_file_atomically(args.output, as_bytes(json)); !written)
       return report_error("-o", written.error());
   }
   if (args.json) {
