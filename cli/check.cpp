@@ -196,8 +196,9 @@ int run_check(const CheckArgs& args) {
     so.max_in_flight = args.max_in_flight;
     so.tls = tls.get();
     auto results = survey::survey(addrs, so);
+    endpoints.reserve(endpoints.size() + results.size() + bad.size());
     for (std::size_t i = 0; i < results.size(); ++i) {
-      auto info = report::endpoint_from_query(found[i].first, results[i]);
+      auto info = report::endpoint_from_query(found[i].first, std::move(results[i]));
       info.given = false;
       info.discovered_by = found[i].second;
       endpoints.push_back(std::move(info));
@@ -207,11 +208,13 @@ int run_check(const CheckArgs& args) {
 
   const report::Report rep = report::build_report(local_takes_part ? local : std::nullopt, std::move(endpoints));
 
-  bool any_reachable = rep.local.has_value();
-  for (const auto& e : rep.endpoints) any_reachable = any_reachable || e.peer.has_value();
+  // Text: nothing to show when no endpoint could be checked (the error
+  // lines below say why). JSON: always the whole document.
+  bool any_checked = false;
+  for (const auto& e : rep.endpoints) any_checked = any_checked || (e.peer && !e.error);
   if (args.json)
     print_json(check_report_json(rep));
-  else if (any_reachable)
+  else if (any_checked || !rep.pairs.empty())
     render_check_text(rep, std::cout);
   std::cout.flush();
 

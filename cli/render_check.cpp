@@ -273,7 +273,10 @@ void render_check_text(const Report& rep, std::ostream& out) {
 
   for (const auto& p : rep.pairs) {
     out << '\n' << report::side_name(rep, p.a) << "  <->  " << report::side_name(rep, p.b);
-    if (p.b_group) out << "  (group " << *p.b_group << ": " << rep.summary.groups[*p.b_group].members.size() << " workers)";
+    if (p.b_group) {
+      const std::size_t n = rep.summary.groups[*p.b_group].members.size();
+      out << "  (group " << *p.b_group << ": " << n << (n == 1 ? " worker)" : " workers)");
+    }
     out << '\n';
     if (p.report.dask) {
       const auto& d = *p.report.dask;

@@ -18,20 +18,20 @@ bool is_worker_type(const std::string& t) { return t == "Worker" || t == "Nanny"
 
 }  // namespace
 
-EndpointInfo endpoint_from_query(std::string address, const Result<rpc::QueryResult>& result) {
+EndpointInfo endpoint_from_query(std::string address, Result<rpc::QueryResult> result) {
   EndpointInfo e;
   e.address = std::move(address);
   if (!result) {
-    e.error = result.error();
+    e.error = std::move(result).error();
     return e;
   }
-  const rpc::QueryResult& q = *result;
-  e.handshake = q.exchange.handshake;
-  e.identity = q.exchange.identity;
-  e.versions = q.exchange.versions;
+  rpc::QueryResult& q = *result;
+  e.handshake = std::move(q.exchange.handshake);
+  e.identity = std::move(q.exchange.identity);
+  e.versions = std::move(q.exchange.versions);
   e.rtt_ms = q.rtt_ms;
-  e.peer_ip = q.peer_ip;
-  e.local_ip = q.local_ip;
+  e.peer_ip = std::move(q.peer_ip);
+  e.local_ip = std::move(q.local_ip);
   if (const auto* id = reply_value(e.identity))
     if (const auto* t = id->find("type"); t && t->is_str()) e.type = t->as_str();
   return e;

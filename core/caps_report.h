@@ -56,7 +56,7 @@ struct EndpointInfo {
 };
 
 /// An endpoint from a live query (rpc::QueryResult) or its error.
-EndpointInfo endpoint_from_query(std::string address, const Result<rpc::QueryResult>& result);
+EndpointInfo endpoint_from_query(std::string address, Result<rpc::QueryResult> result);
 /// An endpoint from a probe file.
 EndpointInfo endpoint_from_probe(std::string path, HostProbe probe);
 
