@@ -111,10 +111,18 @@ Report build_report(std::optional<Peer> local, std::vector<EndpointInfo> endpoin
     rep.summary.groups[it->second].members.push_back(i);
     e.group = it->second;
   }
-  // Largest group first within each scheduler; the rest are outliers.
-  std::stable_sort(rep.summary.groups.begin(), rep.summary.groups.end(), [](const Group& x, const Group& y) {
+  // Largest group first within each scheduler; the rest are outliers. On a
+  // tie, a group that advertises what its scheduler advertises comes first.
+  const auto like_scheduler = [&](const Group& g) {
+    if (g.scheduler == kLocal) return false;
+    const auto& w = eps[g.representative()].handshake;
+    const auto& s = eps[g.scheduler].handshake;
+    return w && s && w->compression == s->compression && w->pickle_protocol == s->pickle_protocol;
+  };
+  std::stable_sort(rep.summary.groups.begin(), rep.summary.groups.end(), [&](const Group& x, const Group& y) {
     if (x.scheduler != y.scheduler) return x.scheduler < y.scheduler;
-    return x.members.size() > y.members.size();
+    if (x.members.size() != y.members.size()) return x.members.size() > y.members.size();
+    return like_scheduler(x) && !like_scheduler(y);
   });
   for (std::size_t g = 0; g < rep.summary.groups.size(); ++g) {
     for (std::size_t m : rep.summary.groups[g].members) eps[m].group = g;

@@ -123,6 +123,15 @@ TEST_CASE("caps_report: a thousand identical workers make one group; the odd one
   CHECK(r.summary.reachable == 1002);
 }
 
+TEST_CASE("caps_report: between groups of one, the one unlike its scheduler is the outlier") {
+  std::vector<EndpointInfo> eps{live("tcp://10.0.0.1:8786", "Scheduler", "lz4", "10.0.0.1"),
+                                live("tcp://10.1.0.1:4000", "Worker", "zstd", "10.1.0.1", "tcp://10.0.0.1:8786"),
+                                live("tcp://10.1.0.2:4000", "Worker", "lz4", "10.1.0.2", "tcp://10.0.0.1:8786")};
+  auto r = report::build_report(std::nullopt, std::move(eps));
+  REQUIRE(r.summary.outliers.size() == 1);
+  CHECK(r.endpoints[r.summary.outliers[0]].address == "tcp://10.1.0.1:4000");
+}
+
 TEST_CASE("caps_report: relay findings land on the client-scheduler pair") {
   std::vector<EndpointInfo> eps{live("tcp://10.0.0.1:8786", "Scheduler", "lz4", "10.0.0.1")};
   for (int i = 0; i < 3; ++i)
