@@ -206,8 +206,8 @@ class TlsStream final : public Stream {
 
  private:
   IoStep failure(int rc, std::string_view stage) {
-    const int err = SSL_get_error(ssl_, rc);
     const int saved_errno = errno;
+    const int err = SSL_get_error(ssl_, rc);
     switch (err) {
       case SSL_ERROR_WANT_READ: return IoStep::want_read();
       case SSL_ERROR_WANT_WRITE: return IoStep::want_write();

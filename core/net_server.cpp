@@ -4,9 +4,11 @@
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <unordered_map>
@@ -326,6 +328,14 @@ Result<std::unique_ptr<Server>> Server::start(std::vector<ListenerSpec> specs, c
   server->impl_ = std::make_unique<Impl>();
   Impl& impl = *server->impl_;
   impl.options = options;
+  // Never accept more clients than file descriptors allow: a listener that
+  // stays readable while accept() fails with EMFILE would spin the loop.
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    const std::size_t reserved = specs.size() + 64;
+    const std::size_t budget = rl.rlim_cur > reserved ? static_cast<std::size_t>(rl.rlim_cur) - reserved : 1;
+    impl.options.max_clients = std::min(impl.options.max_clients, budget);
+  }
   impl.epoll = net::Socket(epoll_create1(EPOLL_CLOEXEC));
   if (!impl.epoll.valid()) return make_error(Errc::network, "epoll_create1 failed");
   impl.stop_fd = net::Socket(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));

@@ -27,7 +27,8 @@
 // message may not exceed Limits::max_message_bytes, and a client whose
 // unread replies exceed max_output_backlog is not read until it catches up.
 // Clients that send nothing are closed after idle_timeout; beyond
-// max_clients, new connections are accepted and closed at once. So slow,
+// max_clients (capped by the file descriptors the process may open), new
+// connections are accepted and closed at once. So slow,
 // silent or garbage-sending clients never hold up the others.
 #pragma once
 
