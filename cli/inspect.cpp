@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -255,6 +256,26 @@ int run_inspect(const InspectOptions& opt) {
       continue;
     }
     MessageReport report = describe_message(*parsed, dopt);
+    if (!first_bad) {
+      // A problem inside an object (a frame that does not decompress, a
+      // pickle that does not parse, a limit crossed) is bad input too: the
+      // whole capture is still described, then the exit code says so.
+      std::function<const std::string*(const ObjectReport&)> first_problem =
+          [&](const ObjectReport& o) -> const std::string* {
+        if (!o.problems.empty()) return &o.problems.front();
+        for (const ObjectReport& e : o.elements)
+          if (const std::string* p = first_problem(e)) return p;
+        return nullptr;
+      };
+      for (const ObjectReport& o : report.objects) {
+        if (const std::string* p = first_problem(o)) {
+          first_bad = make_error(Errc::bad_value, *p);
+          first_bad->add_context(o.path);
+          first_bad->add_context("message " + std::to_string(it.index));
+          break;
+        }
+      }
+    }
     report.index = it.index;
     report.offset = it.offset;
     report.wire_bytes = it.wire_size;

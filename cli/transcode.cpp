@@ -72,6 +72,9 @@ void guard_temp(const std::string& temp) {
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaction(sig, &sa, nullptr);
+    // Past a file size limit, let write() fail with EFBIG (an error we
+    // report and clean up after) rather than be killed by SIGXFSZ.
+    std::signal(SIGXFSZ, SIG_IGN);
   }
   if (g_temp_count >= kGuardedTemps || temp.size() >= sizeof g_temp_paths[0]) return;
   std::memcpy(g_temp_paths[g_temp_count], temp.c_str(), temp.size() + 1);

@@ -56,7 +56,11 @@ std::string order_of(const std::vector<std::int64_t>& shape, const std::vector<s
   return "strided";
 }
 
-void add_pickle(ObjectReport& out, std::string where, ByteSpan bytes, const DescribeOptions& options) {
+// `base`: absolute offset of the pickle's first byte when it sits as it is
+// in the input (kNoOffset when it was decompressed, merged or is inside a
+// msgpack header), so that errors point at the right byte.
+void add_pickle(ObjectReport& out, std::string where, ByteSpan bytes, const DescribeOptions& options,
+                std::uint64_t base = kNoOffset) {
   PickleReport p;
   p.where = std::move(where);
   auto summary = pickle::summarize(bytes, options.limits);
@@ -66,10 +70,10 @@ void add_pickle(ObjectReport& out, std::string where, ByteSpan bytes, const Desc
     p.out_of_band_buffers = summary->out_of_band_buffers;
     if (options.disassemble) {
       auto dis = pickle::disassemble(bytes, options.limits);
-      p.disassembly = dis ? std::move(*dis) : "unreadable: " + dis.error().message();
+      p.disassembly = dis ? std::move(*dis) : "unreadable: " + rebase_error(dis.error(), base).message();
     }
   } else {
-    p.error = summary.error().message();
+    p.error = rebase_error(summary.error(), base).message();
     out.problems.push_back(p.where + ": pickle does not parse: " + *p.error);
   }
   out.pickles.push_back(std::move(p));
@@ -97,7 +101,7 @@ bool is_gpu_type(std::string_view type) {
 // sub-header and the object's merged (decompressed, unsplit) frames, when
 // they are available.
 void describe_header(const msgpack::Value& header, const std::vector<Bytes>* merged,
-                     ObjectReport& out, const DescribeOptions& options) {
+                     ObjectReport& out, const DescribeOptions& options, std::uint64_t data_base = kNoOffset) {
   if (const auto* s = header.find("serializer"); s != nullptr && s->is_str())
     out.serializer = s->as_str();
 
@@ -161,7 +165,7 @@ void describe_header(const msgpack::Value& header, const std::vector<Bytes>* mer
     out.array = numpy_layout(*sub);
     if (out.array) out.layout = "cpu";
     if (out.array && out.array->object_pickle && merged != nullptr && !merged->empty())
-      add_pickle(out, "frame 0 (object array)", (*merged)[0], options);
+      add_pickle(out, "object array data", (*merged)[0], options, data_base);
     if (const auto* dt = sub->find("dtype"); dt != nullptr && dt->is_array() &&
                                              dt->as_array().size() == 2 &&
                                              dt->as_array()[1].is_bin())
@@ -169,7 +173,7 @@ void describe_header(const msgpack::Value& header, const std::vector<Bytes>* mer
   }
 
   if (serializer == "pickle" && merged != nullptr && !merged->empty())
-    add_pickle(out, "frame 0", (*merged)[0], options);
+    add_pickle(out, "pickle data", (*merged)[0], options, data_base);
 }
 
 void finish_pickles(ObjectReport& out) {
@@ -211,7 +215,7 @@ ObjectReport describe_object(const Message& message, const SubObject& obj, const
         raw_total += raw->size();
         if (decompressed) decompressed->push_back(std::move(*raw));
       } else {
-        out.problems.push_back("frame " + std::to_string(fr.index) + ": " + raw.error().message());
+        out.problems.push_back(obj.frame_label(i) + ": " + raw.error().message());
         decompressed.reset();
       }
     } else {
@@ -248,14 +252,26 @@ ObjectReport describe_object(const Message& message, const SubObject& obj, const
       out.problems.push_back(m.error().message());
     }
   }
-  describe_header(obj.header, merged ? &*merged : nullptr, out, options);
+  // Where the first original frame starts in the input, when it is one raw
+  // wire frame (its pickle's offsets can then be made absolute).
+  std::uint64_t data_base = kNoOffset;
+  if (codecs && !obj.frames.empty()) {
+    std::size_t first = 0, count = obj.frames.size() == 0 ? 0 : 1;
+    if (layout && *layout && !(*layout)->counts.empty()) {
+      first = static_cast<std::size_t>((*layout)->offsets[0]);
+      count = static_cast<std::size_t>((*layout)->counts[0]);
+    }
+    if (count == 1 && first < obj.frame_offsets.size() && !(*codecs)[first].compresses())
+      data_base = obj.frame_offsets[first];
+  }
+  describe_header(obj.header, merged ? &*merged : nullptr, out, options, data_base);
 
   // Exceptions in error replies are pickles sent as `bytes` (spec §7.5).
   const msgpack::Value* status = message.root.find("status");
   if (merged && !merged->empty() && status != nullptr && status->is_str() &&
       status->as_str() == "uncaught-error" && (obj.path == "exception" || obj.path == "traceback") &&
       out.type.value_or("") == "bytes")
-    add_pickle(out, obj.path + " pickle", (*merged)[0], options);
+    add_pickle(out, obj.path + " pickle", (*merged)[0], options, data_base);
   finish_pickles(out);
   return out;
 }

@@ -48,6 +48,19 @@ std::string Error::message() const {
   return out + what;
 }
 
+Error rebase_error(Error e, std::uint64_t base) {
+  if (!e.has_offset()) return e;
+  if (base != kNoOffset) {
+    e.offset += base;
+    return e;
+  }
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "at byte 0x%llx of it: ", static_cast<unsigned long long>(e.offset));
+  e.what = buf + e.what;
+  e.offset = kNoOffset;
+  return e;
+}
+
 Error make_error(Errc code, std::string what, std::uint64_t offset) {
   return Error{code, offset, std::move(what), {}};
 }

@@ -59,4 +59,11 @@ struct Error {
 
 Error make_error(Errc code, std::string what, std::uint64_t offset = kNoOffset);
 
+/// An error found inside an embedded item (a pickle in a frame, say) whose
+/// offsets count from the item's start: with the item's absolute offset
+/// `base` known, the offset becomes absolute; otherwise it moves into the
+/// text ("at byte 0x66 of it") so that no relative offset reads as a file
+/// offset.
+Error rebase_error(Error e, std::uint64_t base);
+
 }  // namespace daskcaps

@@ -31,6 +31,12 @@ bool Message::is_handshake() const {
   return root.find("pickle-protocol") != nullptr || root.find("compression") != nullptr;
 }
 
+std::string SubObject::frame_label(std::size_t i) const {
+  std::string out = "frame " + std::to_string(header_frame + 1 + i);
+  if (i < frame_offsets.size() && frame_offsets[i] != kNoOffset) out += " @" + hex_offset(frame_offsets[i]);
+  return out;
+}
+
 std::vector<std::uint64_t> frame_offsets_for(std::uint64_t offset, std::span<const Bytes> frames) {
   std::vector<std::uint64_t> out;
   out.reserve(frames.size());
@@ -160,8 +166,10 @@ Result<Message> parse_message(std::vector<Bytes> frames, const Limits& limits,
     obj.header_frame = k;
     obj.path = f.path;
     obj.header = std::move(*header);
+    obj.header_offset = offset_of(k);
     claimed[k] = true;
     for (std::size_t i = k + 1; i <= k + *m; ++i) {
+      obj.frame_offsets.push_back(offset_of(i));
       if (claimed[i])
         return make_error(Errc::length_out_of_range,
                           "frame " + std::to_string(i) + " belongs to two objects (" + where + ")",

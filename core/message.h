@@ -43,6 +43,13 @@ struct SubObject {
   std::string path;              // where frame 0 holds it, e.g. "data", "tasks['x'][1]"
   msgpack::Value header;         // the decoded sub-header
   std::vector<Bytes> frames;     // wire frames k+1 .. k+m, still compressed
+  /// Absolute input offsets of the sub-header and of each wire frame, when
+  /// the parser was given them (kNoOffset otherwise), for error messages.
+  std::uint64_t header_offset = kNoOffset;
+  std::vector<std::uint64_t> frame_offsets;
+
+  /// "frame 5 @0x1a2b" for wire frame i of this object (for messages).
+  std::string frame_label(std::size_t i) const;
 };
 
 struct Message {

@@ -222,13 +222,14 @@ class Decoder {
     if (depth + 1 > limits_.max_msgpack_depth)
       return ByteReader::error_at(Errc::too_deep,
                                   "msgpack nesting deeper than " +
-                                      std::to_string(limits_.max_msgpack_depth),
+                                      std::to_string(limits_.max_msgpack_depth) + " (--max-msgpack-depth)",
                                   at);
     if (n > limits_.max_msgpack_container)
       return ByteReader::error_at(Errc::limit_exceeded,
                                   std::string("msgpack ") + what + " of " + std::to_string(n) +
                                       " entries exceeds limit " +
-                                      std::to_string(limits_.max_msgpack_container),
+                                      std::to_string(limits_.max_msgpack_container) +
+                                      " (--max-msgpack-container)",
                                   at);
     if (n > r_.remaining() / min_bytes_each)
       return ByteReader::error_at(Errc::truncated,

@@ -68,7 +68,7 @@ Result<std::vector<Bytes>> decompressed_frames(const SubObject& obj, const Limit
     frame_limits.max_decompressed_bytes = std::min(limits.max_decompressed_bytes, left);
     auto f = decompress_frame((*codecs)[i], obj.frames[i], frame_limits);
     if (!f)
-      return std::move(f).error().add_context("frame " + std::to_string(obj.header_frame + 1 + i));
+      return std::move(f).error().add_context(obj.frame_label(i));
     total += f->size();
     out.push_back(std::move(*f));
   }

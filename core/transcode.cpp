@@ -51,7 +51,7 @@ class ObjectRecoder {
     ro.target_protocol = *opt_.pickle_protocol;
     ro.inline_buffers = opt_.inline_buffers;
     auto r = pickle::recode(pickled, {}, ro, opt_.limits);
-    if (!r) return std::move(r).error().add_context(what);
+    if (!r) return rebase_error(std::move(r).error(), kNoOffset).add_context(what);
     ++rep_.pickles_recoded;
     return std::move(r->pickle);
   }
@@ -69,7 +69,7 @@ class ObjectRecoder {
     ro.target_protocol = *opt_.pickle_protocol;
     ro.inline_buffers = opt_.inline_buffers;
     auto r = pickle::recode(frames[0], buffers, ro, opt_.limits);
-    if (!r) return std::move(r).error().add_context(what);
+    if (!r) return rebase_error(std::move(r).error(), kNoOffset).add_context(what);
     ++rep_.pickles_recoded;
     rep_.buffers_inlined += buffers.size() - r->out_of_band.size();
     std::vector<Bytes> out;
@@ -300,10 +300,10 @@ class ObjectRecoder {
       if (entry.kind == CompressionValue::Kind::false_) continue;  // never compressed
       auto current = codec_of(entry);
       if (!current)
-        return std::move(current).error().add_context("frame " + std::to_string(obj.header_frame + 1 + i));
+        return std::move(current).error().add_context(obj.frame_label(i));
       if (*current == target) continue;
       auto raw = decompress_frame(entry, obj.frames[i], opt_.limits);
-      if (!raw) return std::move(raw).error().add_context("frame " + std::to_string(obj.header_frame + 1 + i));
+      if (!raw) return std::move(raw).error().add_context(obj.frame_label(i));
       auto c = compress_one(*raw, target);
       if (!c) return std::move(c).error();
       obj.frames[i] = std::move(c->first);
