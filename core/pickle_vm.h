@@ -27,6 +27,13 @@
 //     of protocol < 3 (PROTO, or none at all) through _compat_pickle's
 //     Python 2 -> 3 mapping (fix_imports), as find_class does.
 //
+// Some REDUCE calls have exactly one possible result, and are CPython's own
+// way of writing an object that an older protocol has no opcode for:
+// _codecs.encode(str, 'latin1') (bytes below 3), bytes(), bytearray(b),
+// set(list) / frozenset(list) (below 4), getattr(Outer, 'Inner') (a nested
+// class below 4). These are read as the object they make, so a recode to a
+// newer protocol writes it as CPython would after loading it.
+//
 // A call result that the pickle discards (POP, POP_MARK, or left below the
 // result at STOP) had its side effect at load time, e.g. the state_setter
 // call CPython writes as `setter (obj, state) TUPLE2 REDUCE POP`. Such a node

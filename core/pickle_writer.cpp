@@ -11,6 +11,14 @@
 #include "core/pickle_tables.h"
 #include "core/pickle_text.h"
 
+// The writer follows CPython's save() object by object, but keeps its own
+// stack of tasks instead of recursing, so that no nesting can overflow the
+// C++ stack (the depth is still bounded by max_pickle_depth). A task is
+// "save this node", "write this opcode", the end of a tuple/reduce (where
+// CPython checks whether the object became recursive), or the continuation
+// of a container's items or of a node's recorded mutations. Leaves (atoms,
+// strings, memo hits) are written on the spot, without tasks.
+
 namespace daskcaps::pickle {
 namespace {
 

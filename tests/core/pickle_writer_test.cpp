@@ -354,10 +354,11 @@ TEST_CASE("pickle_writer: random mutations of the corpus never crash nor give un
   REQUIRE(seeds.size() > 50);
   Limits limits;
   limits.max_pickle_output_bytes = 1 << 24;
-  for (int round = 0; round < 4000; ++round) {
+  for (int round = 0; round < 8000; ++round) {
     const auto& seed = seeds[rng() % seeds.size()];
     Buffer m(seed.first.begin(), seed.first.end());
-    const int edits = 1 + static_cast<int>(rng() % 4);
+    // Mostly one or two edits: more of the mutants still parse and reach the writer.
+    const int edits = 1 + static_cast<int>(rng() % 3 == 0 ? rng() % 4 : rng() % 2);
     for (int e = 0; e < edits && !m.empty(); ++e) {
       const std::size_t at = rng() % m.size();
       switch (rng() % 4) {
