@@ -120,6 +120,7 @@ def main():
     caps = os.path.join(args.build, "dask-caps")
     cbench = os.path.join(args.build, "bench", "check_bench")
     rows = []
+    load_before = os.getloadavg()
 
     with tempfile.TemporaryDirectory() as tmp, DaskCluster() as cluster:
         probe = os.path.join(tmp, "probe.json")
@@ -172,8 +173,10 @@ def main():
         stop_process(serve)
 
     import distributed
+    load = " / ".join(f"{x:.1f}" for x in load_before)
     lines = [SECTION, "",
-             f"Machine: {os.cpu_count()} cores; Python {sys.version.split()[0]}, distributed "
+             f"Machine: {os.cpu_count()} cores, load average {load} when the run started (other work "
+             f"shares the cores); Python {sys.version.split()[0]}, distributed "
              f"{distributed.__version__}; all on 127.0.0.1. Medians of wall-clock time.", "",
              "| measure | median ms | runs |", "| --- | ---: | ---: |"]
     for name, ms, n in rows:
