@@ -25,7 +25,7 @@ Result<std::string> disassemble(ByteSpan pickle, const Limits& limits) {
   if (d.error) return std::move(*d.error);
   if (d.text.size() > limits.max_pickle_output_bytes) {
     return make_error(Errc::limit_exceeded, "disassembly exceeds " + std::to_string(limits.max_pickle_output_bytes) +
-                                                " bytes");
+                                                " bytes (--max-pickle-output-bytes)");
   }
   return std::move(d.text);
 }

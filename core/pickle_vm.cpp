@@ -261,7 +261,8 @@ class Machine {
   bool push(const Instruction& in, NodeId id) {
     if (stack_.size() >= limits_.max_pickle_stack) [[unlikely]] {
       return fail(in, Errc::limit_exceeded,
-                  "stack holds more than " + std::to_string(limits_.max_pickle_stack) + " entries");
+                  "stack holds more than " + std::to_string(limits_.max_pickle_stack) +
+                      " entries (--max-pickle-stack)");
     }
     stack_.push_back(id);
     return true;
@@ -430,7 +431,7 @@ bool Machine::memo_put(const Instruction& in, std::uint64_t key) {
   }
   if (fresh && ++memo_count_ > limits_.max_pickle_memo) [[unlikely]] {
     return fail(in, Errc::limit_exceeded,
-                "memo holds more than " + std::to_string(limits_.max_pickle_memo) + " entries");
+                "memo holds more than " + std::to_string(limits_.max_pickle_memo) + " entries (--max-pickle-memo)");
   }
   if (!Graph::is_immediate(t)) g_.nodes_[t].flags |= Graph::kMemoized;
   return true;
@@ -875,7 +876,8 @@ bool Machine::step(const Instruction& in, bool& stop) {
     }
     case op::MARK:
       if (marks_.size() >= limits_.max_pickle_depth) {
-        return fail(in, Errc::too_deep, "more than " + std::to_string(limits_.max_pickle_depth) + " nested MARKs");
+        return fail(in, Errc::too_deep,
+                    "more than " + std::to_string(limits_.max_pickle_depth) + " nested MARKs (--max-pickle-depth)");
       }
       marks_.push_back(stack_.size());
       return true;

@@ -79,6 +79,7 @@ class Writer {
       : g_(g), proto_(o.protocol), inline_(o.inline_buffers || o.protocol < 5), limits_(l) {
     detail::reserve_large(memo_, g.size());
     memo_.assign(g.size(), kNoMemo);
+    making_.assign(g.size(), false);
     char_memo_.fill(kNoMemo);
   }
 
@@ -264,6 +265,7 @@ class Writer {
   void push_save(NodeId id) { Task t; t.type = T::save; t.node = id; push(t); }
   void push_byte(std::uint8_t code, T type = T::byte) { Task t; t.type = type; t.op = code; push(t); }
   void push_node_task(T type, NodeId id, std::uint8_t op = 0) {
+    if (type == T::reduce_end) making_[id] = true;
     Task t; t.type = type; t.node = id; t.op = op; push(t);
   }
   void push_items(NodeId id, std::uint32_t head, Policy p) {
@@ -288,7 +290,7 @@ class Writer {
   bool enter(NodeId id) {
     if (depth_ >= limits_.max_pickle_depth) {
       return fail(make_error(Errc::too_deep, "objects nest deeper than " + std::to_string(limits_.max_pickle_depth) +
-                                                 " levels", g_.source_offset(id)));
+                                                 " levels (--max-pickle-depth)", g_.source_offset(id)));
     }
     ++depth_;
     return true;
@@ -335,6 +337,11 @@ class Writer {
   bool failed_ = false;
   Error error_;
   detail::LargeVector<std::uint32_t> memo_;
+  // Calls being written (their reduce_end is pending). A call the pickle
+  // both discarded and kept (POP after PUT, or left under the result at
+  // STOP) is an effect too; met again as an effect inside its own arguments
+  // it must not be written a second time: that would call it twice.
+  std::vector<bool> making_;
   std::uint64_t memo_count_ = 0;
   std::array<std::uint32_t, 257> char_memo_{};   // "" and one-character Latin-1 str
   std::uint32_t empty_bytes_memo_ = kNoMemo;
@@ -1181,6 +1188,7 @@ bool Writer::run_task(Task t) {
     }
     case T::reduce_end: {
       const NodeId id = t.node;
+      making_[id] = false;
       if (memo_[id] != kNoMemo) {
         byte(op::POP);
         memo_get(memo_[id]);
@@ -1241,7 +1249,7 @@ bool Writer::run_task(Task t) {
     }
     case T::effect: {
       const NodeId e = t.node;
-      if (memo_[e] != kNoMemo) return true;  // already made where it is used
+      if (memo_[e] != kNoMemo || making_[e]) return true;  // made where it is used
       const Graph::Node& n = g_.node(e);
       const bool lone = !g_.has_flag(e, Graph::kShared) && !g_.has_flag(e, Graph::kMemoized) && n.ops == kEnd;
       if (lone && n.kind == Kind::reduce && g_.kind(n.b) == Kind::tuple && g_.item_count(n.b) == 2 &&
@@ -1462,7 +1470,7 @@ Result<Written> Writer::run() {
     if (!run_task(t)) return std::move(error_);
     if (overflow_) {
       return make_error(Errc::limit_exceeded, "output exceeds " + std::to_string(limits_.max_pickle_output_bytes) +
-                                                  " bytes");
+                                                  " bytes (--max-pickle-output-bytes)");
     }
   }
   byte(op::STOP);
@@ -1470,7 +1478,7 @@ Result<Written> Writer::run() {
   framing_ = false;
   if (overflow_) {
     return make_error(Errc::limit_exceeded, "output exceeds " + std::to_string(limits_.max_pickle_output_bytes) +
-                                                " bytes");
+                                                " bytes (--max-pickle-output-bytes)");
   }
   out_.resize(len_);
   Written w;
