@@ -223,6 +223,9 @@ Result<Buffer> zlib_decompress(ByteSpan in, std::uint64_t max_output) {
     }
   }
   inflateEnd(&zs);
+  // The loop leaves room for one byte past the limit to notice an overflow;
+  // a stream that ends on that byte is over the limit too.
+  if (out.size() > max_output) return too_large(out.size(), max_output, "zlib");
   if (fed < in.size() || zs.avail_in != 0)
     return make_error(Errc::codec_failed, "zlib stream has trailing bytes");
   return out;

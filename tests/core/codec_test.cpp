@@ -84,6 +84,25 @@ TEST_CASE("codec: a frame larger than the limit fails before allocating") {
   CHECK(decompress(Codec::lz4, neg, ~0ull).error().code == Errc::codec_failed);
 }
 
+TEST_CASE("codec: a frame one byte over the limit fails, one at the limit decodes") {
+  // Found by fuzz_codec: a zlib stream that ended exactly one byte past the
+  // limit was returned whole.
+  for (std::size_t n : {std::size_t{1}, std::size_t{100}, std::size_t{70000}}) {
+    const Buffer data = compressible(n);
+    for (Codec c : kAllCodecs) {
+      CAPTURE(codec_name(c));
+      CAPTURE(n);
+      auto z = *compress(c, data);
+      auto over = decompress(c, z, n - 1);
+      REQUIRE(!over);
+      CHECK(over.error().code == Errc::limit_exceeded);
+      auto at = decompress(c, z, n);
+      REQUIRE(at);
+      CHECK(*at == data);
+    }
+  }
+}
+
 TEST_CASE("codec: corrupt and truncated frames are codec_failed") {
   const Buffer data = compressible(50000);
   for (Codec c : kAllCodecs) {
