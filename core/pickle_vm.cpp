@@ -188,6 +188,7 @@ void Graph::add_op(NodeId id, OpKind kind, std::span<const NodeId> ids_or_node) 
   Op op;
   op.kind = kind;
   op.ref = is_items ? new_chain(ids_or_node) : ids_or_node[0];
+  op.at = static_cast<std::uint32_t>(nodes_.size());
   const auto index = static_cast<std::uint32_t>(ops_.size());
   ops_.push_back(op);
   Node& node = nodes_[id];  // new_chain does not touch nodes_, but keep the reference fresh
@@ -197,6 +198,40 @@ void Graph::add_op(NodeId id, OpKind kind, std::span<const NodeId> ids_or_node) 
   } else {
     ops_[ops_[node.ops].tail].next = index;
     ops_[node.ops].tail = index;
+  }
+}
+
+void Graph::remove_effect(NodeId anchor, NodeId effect) {
+  Node& n = nodes_[anchor];
+  std::uint32_t prev = kEnd;
+  std::uint32_t i = n.ops;
+  while (i != kEnd && !(ops_[i].kind == OpKind::effect && ops_[i].ref == effect)) {
+    prev = i;
+    i = ops_[i].next;
+  }
+  if (i == kEnd) return;
+  const std::uint32_t head = n.ops, next = ops_[i].next;
+  if (prev == kEnd) {
+    n.ops = next;
+    if (next != kEnd) ops_[next].tail = ops_[head].tail;
+    return;
+  }
+  ops_[prev].next = next;
+  if (next == kEnd) {
+    ops_[head].tail = prev;
+    return;
+  }
+  const bool items = ops_[prev].kind == OpKind::append || ops_[prev].kind == OpKind::setitems ||
+                     ops_[prev].kind == OpKind::additems;
+  if (items && ops_[next].kind == ops_[prev].kind) {
+    // Join the two item chains: `next`'s segments follow `prev`'s.
+    Segment& a = segments_[ops_[prev].ref];
+    const Segment& b = segments_[ops_[next].ref];
+    segments_[a.tail].next = ops_[next].ref;
+    a.total += b.total;
+    a.tail = b.tail;
+    ops_[prev].next = ops_[next].next;
+    if (ops_[prev].next == kEnd) ops_[head].tail = prev;
   }
 }
 
@@ -292,6 +327,7 @@ class Machine {
   }
 
   void discard(NodeId id);
+  bool fold_add(NodeId id);
   bool mutate(const Instruction& in, NodeId target, OpKind kind, std::span<const NodeId> ids);
   NodeId make_global(const Instruction& in, std::string_view module, std::string_view name, bool from_text);
   void note_global(std::string_view module, std::string_view name);
@@ -299,6 +335,13 @@ class Machine {
   bool memo_put(const Instruction& in, std::uint64_t key);
   bool step(const Instruction& in, bool& stop);
   NodeId reduce_node(NodeId fn, NodeId args, std::uint64_t at);
+  void settle_effects();
+
+  // An effect hung on its anchor, and how many graph-level effects came before it.
+  struct Anchored {
+    NodeId anchor, effect;
+    std::size_t before;
+  };
 
   ByteSpan pickle_;
   const LoadOptions& options_;
@@ -315,12 +358,108 @@ class Machine {
   std::unordered_map<std::string, NodeId> module_intern_;
   std::unordered_set<std::string> globals_seen_;
   std::size_t next_buffer_ = 0;
+  std::vector<Anchored> anchored_;
 };
+
+// An effect hung on an object that nothing reaches (neither the result nor
+// a graph-level effect) would never be written: a writer starts from those.
+// Such effects go to the graph's list, in pickle order, and off their anchor.
+// Which objects are reached is decided once, before any effect moves: the
+// moved effects then each write their anchor, as they came in the pickle.
+void Machine::settle_effects() {
+  if (anchored_.empty()) return;
+  std::vector<bool> seen(g_.nodes_.size(), false);
+  std::vector<NodeId> todo;
+  auto reach = [&](NodeId id) {
+    if (id == kNoNode || Graph::is_immediate(id) || id >= seen.size() || seen[id]) return;
+    seen[id] = true;
+    todo.push_back(id);
+  };
+  auto reach_chain = [&](std::uint32_t head) {
+    for (std::uint32_t s = head; s != Graph::kEnd; s = g_.segments_[s].next) {
+      const Graph::Segment& seg = g_.segments_[s];
+      for (std::uint32_t i = 0; i < seg.count; ++i) reach(g_.pool_[seg.off + i]);
+    }
+  };
+  reach(g_.root_);
+  for (NodeId e : g_.effects_) reach(e);
+  while (!todo.empty()) {
+    const NodeId id = todo.back();
+    todo.pop_back();
+    const Graph::Node& n = g_.nodes_[id];
+    switch (n.kind) {
+      case Kind::newobj_ex: reach(n.c()); [[fallthrough]];
+      case Kind::global: case Kind::reduce: case Kind::newobj: reach(n.b); [[fallthrough]];
+      case Kind::obj: case Kind::inst: case Kind::persid: case Kind::readonly_view: reach(n.a); break;
+      default: break;
+    }
+    reach_chain(n.items);
+    for (std::uint32_t o = n.ops; o != Graph::kEnd; o = g_.ops_[o].next) {
+      const Graph::Op& op = g_.ops_[o];
+      if (op.kind == OpKind::build || op.kind == OpKind::effect) {
+        reach(op.ref);
+      } else {
+        reach_chain(op.ref);
+      }
+    }
+  }
+  std::vector<const Anchored*> moved;
+  for (const Anchored& a : anchored_) {
+    if (!seen[a.anchor]) moved.push_back(&a);
+  }
+  if (moved.empty()) return;
+  std::vector<NodeId> effects;
+  effects.reserve(g_.effects_.size() + moved.size());
+  std::size_t j = 0;
+  for (std::size_t i = 0; i <= g_.effects_.size(); ++i) {
+    for (; j < moved.size() && moved[j]->before == i; ++j) {
+      g_.remove_effect(moved[j]->anchor, moved[j]->effect);
+      effects.push_back(moved[j]->effect);
+    }
+    if (i < g_.effects_.size()) effects.push_back(g_.effects_[i]);
+  }
+  g_.effects_ = std::move(effects);
+}
+
+// getattr(obj, 'add')(item) whose result is dropped, with nothing else
+// referring to the calls or their argument tuples: how ADDITEMS is written
+// below protocol 4 (core/pickle_writer.h). Read back as ADDITEMS on obj.
+bool Machine::fold_add(NodeId id) {
+  auto lone = [&](NodeId n, Kind k) {
+    return !Graph::is_immediate(n) && g_.nodes_[n].kind == k && g_.nodes_[n].ops == Graph::kEnd &&
+           !(g_.nodes_[n].flags & (Graph::kShared | Graph::kMemoized));
+  };
+  const Graph::Node& call = g_.nodes_[id];
+  if (!lone(id, Kind::reduce) || !lone(call.a, Kind::reduce) || !lone(call.b, Kind::tuple) ||
+      g_.item_count(call.b) != 1) {
+    return false;
+  }
+  const Graph::Node& method = g_.nodes_[call.a];
+  if (g_.kind(method.a) != Kind::global || g_.nodes_[method.a].ops != Graph::kEnd || !lone(method.b, Kind::tuple) ||
+      g_.item_count(method.b) != 2) {
+    return false;
+  }
+  const Graph::Node& fn = g_.nodes_[method.a];
+  if (g_.text(fn.a) != "builtins" || g_.text(fn.b) != "getattr") return false;
+  const NodeId target = g_.pool_[g_.segments_[g_.nodes_[method.b].items].off];
+  const NodeId name = g_.items(method.b)[1];
+  if (g_.kind(name) != Kind::str || g_.text(name) != "add" || Graph::is_immediate(target)) return false;
+  const Kind tk = g_.nodes_[target].kind;
+  if (!is_open(tk)) return false;
+  const NodeId item[1] = {g_.items(call.b)[0]};
+  if (tk == Kind::set) {
+    g_.append_items(target, item);
+  } else {
+    g_.add_op(target, OpKind::additems, item);
+  }
+  return true;
+}
 
 void Machine::discard(NodeId id) {
   if (Graph::is_immediate(id)) return;
   const Kind k = g_.nodes_[id].kind;
   if (!is_call(k)) return;
+  if (k == Kind::reduce && fold_add(id)) return;
   // Hang the effect on the object it acts on: the first argument.
   NodeId anchor = kNoNode;
   if (k == Kind::obj || k == Kind::inst) {
@@ -336,6 +475,7 @@ void Machine::discard(NodeId id) {
   if (anchor != kNoNode && !Graph::is_immediate(anchor) && anchor < id && is_open(g_.nodes_[anchor].kind)) {
     const NodeId one[1] = {id};
     g_.add_op(anchor, OpKind::effect, one);
+    anchored_.push_back({anchor, id, g_.effects_.size()});
   } else {
     g_.effects_.push_back(id);
   }
@@ -1036,6 +1176,7 @@ bool Machine::step(const Instruction& in, bool& stop) {
       if (!pop(in, v)) return false;
       for (NodeId left : stack_) discard(left);
       g_.root_ = v;
+      settle_effects();
       stop = true;
       return true;
     }

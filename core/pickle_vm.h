@@ -33,13 +33,24 @@
 // set(list) / frozenset(list) (below 4), getattr(Outer, 'Inner') (a nested
 // class below 4). These are read as the object they make, so a recode to a
 // newer protocol writes it as CPython would after loading it.
+// Likewise a dropped getattr(obj, 'add')(item), how the writer puts ADDITEMS
+// below protocol 4, is read as ADDITEMS on obj when nothing else refers to
+// the calls or their argument tuples.
 //
 // A call result that the pickle discards (POP, POP_MARK, or left below the
 // result at STOP) had its side effect at load time, e.g. the state_setter
 // call CPython writes as `setter (obj, state) TUPLE2 REDUCE POP`. Such a node
 // is recorded as an *effect*: on the object that is the first element of its
-// argument tuple when there is one (where CPython's pickler would write it),
-// else on the graph.
+// argument tuple when there is one (where CPython's pickler would write it)
+// and that object is reachable from the result or from the graph's effects;
+// else on the graph (in pickle order), so that a writer that starts from the
+// result and the graph's effects meets every call.
+//
+// Mutations and items are recorded on their node, not where they happened
+// in the pickle. What keeps the order that matters is node ids (a node's id
+// is its place among the creations) and Op::at: a BUILD, SETITEM, effect,
+// ... made after some call was created has `at` greater than that call's id,
+// and an item added after it has a greater id (or is that call).
 //
 // Limits (core/limits.h): the stack holds at most max_pickle_stack entries,
 // the memo at most max_pickle_memo, marks nest at most max_pickle_depth
@@ -144,6 +155,10 @@ class Graph {
     std::uint32_t ref = 0;                  // segment chain (items) or node (build, effect)
     std::uint32_t next = 0xFFFFFFFFu;
     std::uint32_t tail = 0xFFFFFFFFu;       // head op only: last op
+    std::uint32_t at = 0;                   // nodes that existed when the op was made: it
+                                            // came after node `at - 1` was created and
+                                            // before node `at` (items merged into an
+                                            // earlier op of the same kind keep its `at`)
   };
   static constexpr std::uint32_t kEnd = 0xFFFFFFFFu;
 
@@ -229,6 +244,9 @@ class Graph {
     for (NodeId id : ids) pool_.push_back(id);
   }
   void chain_append(std::uint32_t head, std::span<const NodeId> ids);
+  /// Takes the effect op for `effect` off `anchor`'s mutation list; item ops
+  /// of one kind that it separated become one, as the loader would have made them.
+  void remove_effect(NodeId anchor, NodeId effect);
 
   ByteSpan source_;
   std::string heap_;

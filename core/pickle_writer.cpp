@@ -43,6 +43,7 @@ enum class T : std::uint8_t {
   items,          // node, policy, cursor
   ops,            // node, op cursor
   effect,         // node
+  fetch,          // node: put the (memoized) node on the stack again
 };
 
 enum Policy : std::uint8_t {
@@ -265,9 +266,56 @@ class Writer {
   void push_save(NodeId id) { Task t; t.type = T::save; t.node = id; push(t); }
   void push_byte(std::uint8_t code, T type = T::byte) { Task t; t.type = type; t.op = code; push(t); }
   void push_node_task(T type, NodeId id, std::uint8_t op = 0) {
-    if (type == T::reduce_end) making_[id] = true;
+    if (type == T::reduce_end) {
+      making_[id] = true;
+      if (is_call(g_.kind(id))) {
+        calls_.push_back({id, calls_.empty() ? id : std::min(id, calls_.back().oldest), {}});
+      }
+    }
     Task t; t.type = type; t.node = id; t.op = op; push(t);
   }
+  static bool is_call(Kind k) {
+    return k == Kind::reduce || k == Kind::newobj || k == Kind::newobj_ex || k == Kind::obj || k == Kind::inst;
+  }
+  // ---- what must wait for a call being written ----
+  // The writer puts a node's items and mutations right after the node; the
+  // pickle may have made some of them later, after a call whose arguments
+  // hold the node (a BUILD whose state holds the call, an item appended
+  // after the call was made). Written early, they would reach that call
+  // before it exists and write it a second time: a call made twice. So an
+  // item created at or after a call that is being written (node id >= the
+  // call's id), or a mutation made after it (Op::at > the call's id), and
+  // everything after it on that node, waits for that call: when the call
+  // is made, the node is fetched from the memo, the rest is written, and
+  // the node is popped. A pickle written by CPython never needs this (it
+  // writes a call's arguments in full before the call).
+  //
+  // The call to wait for, given the first node id that did not exist yet
+  // when the item or mutation was made, or kNoNode.
+  std::size_t waits_for(std::uint64_t first_missing) const {
+    if (calls_.empty() || first_missing <= calls_.back().oldest) return kNoWait;
+    std::size_t best = kNoWait;
+    for (std::size_t i = 0; i < calls_.size(); ++i) {
+      if (calls_[i].id < first_missing && (best == kNoWait || calls_[i].id > calls_[best].id)) best = i;
+    }
+    return best;
+  }
+  // The first node id not yet created when the unit at `t`'s cursor was added.
+  std::uint64_t unit_time(const Task& t, bool pairs) const {
+    Task cur = t;
+    std::uint64_t time = 0;
+    for (int i = 0; i < (pairs ? 2 : 1); ++i) {
+      const Graph::Segment& seg = g_.segment(cur.seg);
+      const NodeId id = g_.pool(seg.off + cur.pos);
+      if (++cur.pos == seg.count) {
+        cur.seg = seg.next;
+        cur.pos = 0;
+      }
+      if (!Graph::is_immediate(id)) time = std::max<std::uint64_t>(time, std::uint64_t{id} + 1);
+    }
+    return time;
+  }
+  void wait(std::size_t level, const Task& rest) { calls_[level].waiting.push_back(rest); }
   void push_items(NodeId id, std::uint32_t head, Policy p) {
     if (head == kEnd || g_.chain_total(head) == 0) return;
     Task t;
@@ -342,6 +390,13 @@ class Writer {
   // STOP) is an effect too; met again as an effect inside its own arguments
   // it must not be written a second time: that would call it twice.
   std::vector<bool> making_;
+  struct Making {
+    NodeId id;
+    NodeId oldest;               // the smallest id among this call and the ones around it
+    std::vector<Task> waiting;   // items or ops tasks of memoized nodes, in the order put off
+  };
+  static constexpr std::size_t kNoWait = ~std::size_t{0};
+  std::vector<Making> calls_;  // calls being written, outermost first
   std::uint64_t memo_count_ = 0;
   std::array<std::uint32_t, 257> char_memo_{};   // "" and one-character Latin-1 str
   std::uint32_t empty_bytes_memo_ = kNoMemo;
@@ -1189,6 +1244,21 @@ bool Writer::run_task(Task t) {
     case T::reduce_end: {
       const NodeId id = t.node;
       making_[id] = false;
+      if (!calls_.empty() && calls_.back().id == id) {
+        // What waited for this call runs after it and its own mutations.
+        const std::vector<Task> waiting = std::move(calls_.back().waiting);
+        calls_.pop_back();
+        for (auto it = waiting.rbegin(); it != waiting.rend(); ++it) {
+          push_byte(op::POP);
+          Task rest = *it;
+          rest.depth = depth_;
+          tasks_.push_back(rest);
+          Task fetch;
+          fetch.type = T::fetch;
+          fetch.node = rest.node;
+          push(fetch);
+        }
+      }
       if (memo_[id] != kNoMemo) {
         byte(op::POP);
         memo_get(memo_[id]);
@@ -1198,6 +1268,10 @@ bool Writer::run_task(Task t) {
       push_ops(id);
       return true;
     }
+    case T::fetch:
+      boundary();
+      memo_get(memo_[t.node]);
+      return true;
     case T::persid_end: {
       byte(op::BINPERSID);
       if (shared_or_open(t.node)) memoize_node(t.node);
@@ -1230,6 +1304,13 @@ bool Writer::run_task(Task t) {
     case T::items: return step_items(t);
     case T::ops: {
       const Graph::Op& o = g_.op(t.seg);
+      const bool no_op = o.kind == OpKind::effect && (memo_[o.ref] != kNoMemo || making_[o.ref]);
+      if (!no_op) {
+        if (const std::size_t level = waits_for(o.at); level != kNoWait) {
+          wait(level, t);
+          return true;
+        }
+      }
       if (o.next != kEnd) {
         Task next = t;
         next.seg = o.next;
@@ -1293,10 +1374,32 @@ bool Writer::step_items(Task t) {
     }
     cur.left -= 1;
   };
+  // Puts off the rest of the items when the next one must wait for a call
+  // (see waits_for): they are added to the node once it is made.
+  auto put_off = [&](const Task& cur) {
+    if (p == kPlain || cur.left == 0) return false;
+    const std::size_t level = waits_for(unit_time(cur, pairs));
+    if (level == kNoWait) return false;
+    Task rest = cur;
+    rest.phase = kStart;
+    rest.in_batch = 0;
+    switch (p) {
+      case kListExact:
+      case kListPer:  // below protocol 4, a set's items go into set(list): add the rest
+        rest.policy = g_.kind(cur.node) == Kind::set ? kAddGetattr : p == kListPer ? kListPer : kListGeneric;
+        break;
+      case kDictExact: rest.policy = kDictGeneric; break;
+      case kSetExact: rest.policy = kAddGeneric; break;
+      default: break;
+    }
+    wait(level, rest);
+    return true;
+  };
 
   for (;;) {
     switch (t.phase) {
       case kStart:
+        if (put_off(t)) return true;
         if (p == kPlain || p == kListPer || p == kDictPer || p == kAddGetattr) {
           t.phase = kEach;
           continue;
@@ -1309,7 +1412,7 @@ bool Writer::step_items(Task t) {
         t.phase = kBatchStart;
         continue;
       case kEach: {
-        if (t.left == 0) return true;
+        if (t.left == 0 || put_off(t)) return true;
         Task next = t;
         if (p == kAddGetattr) {
           // getattr(obj, 'add')(item), result dropped.
@@ -1376,12 +1479,17 @@ bool Writer::step_items(Task t) {
         } else if (p == kListExact && t.left == 0) {
           return true;
         }
+        if (put_off(t)) return true;
         byte(op::MARK);
         t.in_batch = 0;
         t.phase = kInBatch;
         continue;
       case kInBatch: {
         if (t.in_batch < kBatch && t.left > 0) {
+          if (put_off(t)) {
+            byte(multi);  // the batch so far; kBatchStart saw its first item
+            return true;
+          }
           Task next = t;
           NodeId ids[2] = {kNoNode, kNoNode};
           ids[0] = take(next);

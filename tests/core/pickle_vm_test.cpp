@@ -185,6 +185,42 @@ TEST_CASE("pickle_vm: calls, BUILD and the effects of discarded calls") {
   CHECK(g.globals() == std::vector<std::string>{"m.C", "m.setter", "builtins.print"});
 }
 
+TEST_CASE("pickle_vm: an effect on an object nothing else reaches stays on the graph") {
+  // l = []; f(l) dropped; result 1. Hung on l, the call would never be written.
+  auto p = PickleBuilder().proto(2).global("m", "f").op(op::EMPTY_LIST).op(op::TUPLE1).op(op::REDUCE).op(op::POP)
+               .global("m", "g").op(op::EMPTY_LIST).binput(0).op(op::TUPLE1).op(op::REDUCE).op(op::POP)
+               .global("m", "h").binget(0).op(op::TUPLE1).op(op::REDUCE).op(op::POP)
+               .binget(0).mark().binint1(1).binint1(2).op(op::APPENDS).stop();
+  // f([]): its list is reached by nothing; g(l0) and h(l0): l0 is the result.
+  Graph g = must_load(p);
+  REQUIRE(g.effects().size() == 1);
+  const NodeId f = g.effects()[0];
+  CHECK(g.text(g.node(g.node(f).a).b) == "f");
+  CHECK(g.node(g.items(g.node(f).b)[0]).ops == Graph::kEnd);
+  std::uint32_t o = g.node(g.root()).ops;
+  REQUIRE(o != Graph::kEnd);
+  CHECK(g.op(o).kind == OpKind::effect);
+  o = g.op(o).next;
+  REQUIRE(o != Graph::kEnd);
+  CHECK(g.op(o).kind == OpKind::effect);
+  CHECK(g.op(o).next == Graph::kEnd);
+}
+
+TEST_CASE("pickle_vm: Op::at places a mutation among the creations") {
+  // obj = f(); l = [obj]; c = g(l); BUILD obj with c (after c was made)
+  auto p = PickleBuilder().proto(2).global("m", "f").op(op::EMPTY_TUPLE).op(op::REDUCE).binput(0)
+               .global("m", "g").op(op::EMPTY_LIST).binget(0).op(op::APPEND).op(op::TUPLE1).op(op::REDUCE).binput(1)
+               .op(op::BUILD).stop();
+  Graph g = must_load(p);
+  const NodeId obj = g.root();
+  const std::uint32_t o = g.node(obj).ops;
+  REQUIRE(o != Graph::kEnd);
+  const NodeId c = g.op(o).ref;
+  CHECK(g.kind(c) == Kind::reduce);
+  CHECK(g.op(o).at == c + 1);
+  CHECK(g.op(o).at == g.size());
+}
+
 TEST_CASE("pickle_vm: OBJ, INST, NEWOBJ_EX, EXT, persistent ids, DUP") {
   PickleBuilder b;
   b.proto(4).mark()

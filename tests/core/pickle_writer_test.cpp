@@ -186,6 +186,15 @@ TEST_CASE("pickle_writer: lower protocols get CPython's fallbacks") {
                                      .op(op::REDUCE).binput(1).global("__builtin__", "getattr").binput(2)
                                      .binget(1).binunicode("add").binput(3).op(op::TUPLE2).op(op::REDUCE)
                                      .binint1(5).op(op::TUPLE1).op(op::REDUCE).op(op::POP).stop().span()));
+    // It reads back as ADDITEMS, so the output is a fixed point.
+    auto g = load(r->pickle);
+    REQUIRE(g);
+    REQUIRE(g->node(g->root()).ops != Graph::kEnd);
+    CHECK(g->op(g->node(g->root()).ops).kind == OpKind::additems);
+    CHECK(g->effects().empty());
+    auto again = recode_to(r->pickle, 2);
+    REQUIRE(again);
+    CHECK(hex(again->pickle) == hex(r->pickle));
   }
 }
 
@@ -296,6 +305,173 @@ TEST_CASE("pickle_writer: state_setter calls are written as CPython's save_reduc
   auto again = recode_to(back->pickle, 2);
   REQUIRE(again);
   CHECK(hex(again->pickle) == hex(r->pickle));
+}
+
+namespace {
+
+// How many times `code` runs when `p` loads: a pickle has no loops.
+std::size_t runs_of(ByteSpan p, std::uint8_t code) {
+  std::size_t n = 0;
+  for (const Instruction& in : opcodes(p)) n += in.code() == code;
+  return n;
+}
+
+// The fuzzer's find (tests/fuzz/regressions/pickle/
+// recursive-call-via-build-state-effect-on-unreachable-list), protocol 0:
+//   f = m.f; l1 = []; obj = copy_reg._reconstructor(m.C, object, None)
+//   l9 = [obj]; call = f(l9); obj.__setstate__({'owner': call})  (after the call)
+//   l1.append(obj); f(l1) dropped (an effect); result: call
+// Two calls of f, with two distinct lists that hold the same object.
+Buffer two_calls_pickle() {
+  return PickleBuilder()
+      .global("m", "f").put("0").mark()
+      .mark().op(op::LIST).put("1")
+      .global("copy_reg", "_reconstructor").put("2")
+      .mark().global("m", "C").put("3").global("__builtin__", "object").put("4").none().op(op::TUPLE).put("5")
+      .op(op::REDUCE).put("6")
+      .mark().op(op::DICT).put("7").unicode_text("owner").put("8")
+      .get("0").mark().mark().op(op::LIST).put("9").get("6").op(op::APPEND).op(op::TUPLE).put("10")
+      .op(op::REDUCE).put("11")
+      .op(op::SETITEM).op(op::BUILD).op(op::APPEND).op(op::TUPLE).put("12").op(op::REDUCE).op(op::POP)
+      .get("11").stop()
+      .bytes();
+}
+
+// What loading a pickle of that shape must give: the result f(l9) and the
+// dropped f(l1), l9 and l1 distinct lists of the same obj, whose state
+// (set after the call was made) names the result.
+void check_two_calls(ByteSpan p) {
+  CHECK(runs_of(p, op::REDUCE) == 3);  // f twice, _reconstructor once
+  auto loaded = load(p);
+  REQUIRE(loaded);
+  const Graph& g = *loaded;
+  const NodeId call = g.root();
+  REQUIRE(g.kind(call) == Kind::reduce);
+  REQUIRE(g.effects().size() == 1);
+  const NodeId effect = g.effects()[0];
+  REQUIRE(g.kind(effect) == Kind::reduce);
+  CHECK(g.node(effect).a == g.node(call).a);
+  CHECK(g.text(g.node(g.node(call).a).b) == "f");
+  const auto args = g.items(g.node(call).b), dropped_args = g.items(g.node(effect).b);
+  REQUIRE(args.size() == 1);
+  REQUIRE(dropped_args.size() == 1);
+  const NodeId l9 = args[0], l1 = dropped_args[0];
+  CHECK(g.kind(l9) == Kind::list);
+  CHECK(g.kind(l1) == Kind::list);
+  CHECK(l9 != l1);
+  CHECK(g.node(l1).ops == Graph::kEnd);  // the effect went to the graph
+  const auto items = g.items(l9);
+  REQUIRE(items.size() == 1);
+  CHECK(g.items(l1) == items);
+  const NodeId obj = items[0];
+  CHECK(g.kind(obj) == Kind::reduce);
+  const std::uint32_t o = g.node(obj).ops;
+  REQUIRE(o != Graph::kEnd);
+  CHECK(g.op(o).kind == OpKind::build);
+  CHECK(g.op(o).at > call);
+  CHECK(g.op(o).next == Graph::kEnd);
+  const auto state = g.items(g.op(o).ref);
+  REQUIRE(state.size() == 2);
+  CHECK(g.text(state[0]) == "owner");
+  CHECK(state[1] == call);
+}
+
+}  // namespace
+
+TEST_CASE("pickle_writer: every call is written once, distinct objects stay distinct") {
+  SUBCASE("a BUILD made after a call that holds the object, an effect on a list nothing else holds") {
+    const Buffer p = two_calls_pickle();
+    check_two_calls(p);
+    for (int target = 0; target <= 5; ++target) {
+      CAPTURE(target);
+      auto r = recode_to(p, target);
+      REQUIRE(r);
+      check_protocol(r->pickle, target);
+      check_two_calls(r->pickle);
+      auto again = recode_to(r->pickle, target);
+      REQUIRE(again);
+      CHECK(hex(again->pickle) == hex(r->pickle));
+    }
+  }
+  SUBCASE("the second generation: what the writer used to give for it still makes f twice") {
+    // Before the fix the first recode to 0 gave this: f(l) is the result,
+    // obj's state set after it, and f(l) made again and dropped (with the
+    // same list: the effect on l1 was lost). Recoding it made f three times.
+    const std::string_view old =
+        "cm\nf\np0\n((lp1\nccopy_reg\n_reconstructor\np2\n(cm\nC\np3\nc__builtin__\nobject\np4\nNtp5\nRp6\n"
+        "(dp7\nVowner\np8\ng0\n(g1\ntp9\nRp10\nsba00g9\nR0g10\n.";
+    CHECK(runs_of(as_bytes(old), op::REDUCE) == 3);
+    for (int target = 0; target <= 5; ++target) {
+      CAPTURE(target);
+      auto r = recode_to(as_bytes(old), target);
+      REQUIRE(r);
+      CHECK(runs_of(r->pickle, op::REDUCE) == 3);
+      auto g = load(r->pickle);
+      REQUIRE(g);
+      // The result is f(l), l = [obj]; the dropped f(l) has the same tuple.
+      const NodeId call = g->root();
+      REQUIRE(g->kind(call) == Kind::reduce);
+      const NodeId l = g->items(g->node(call).b).at(0);
+      REQUIRE(g->kind(l) == Kind::list);
+      const std::uint32_t o = g->node(l).ops;
+      REQUIRE(o != Graph::kEnd);
+      CHECK(g->op(o).kind == OpKind::effect);
+      CHECK(g->node(g->op(o).ref).b == g->node(call).b);
+      CHECK(g->op(o).at > call);
+      auto again = recode_to(r->pickle, target);
+      REQUIRE(again);
+      CHECK(hex(again->pickle) == hex(r->pickle));
+    }
+  }
+  SUBCASE("items added after a call that holds their container") {
+    // l = []; call = m.f(l); l.append(call); d = {}; call2 = m.g(d); d['k'] = call2;
+    // s = set(); call3 = m.h(s); s.add(call3); s.add(1); result (call, call2, call3, s)
+    const Buffer p = PickleBuilder().proto(4).mark()
+                         .stack_global("m", "f").op(op::EMPTY_LIST).memoize().op(op::TUPLE1).op(op::REDUCE).memoize()
+                         .binget(0).binget(1).op(op::APPEND).op(op::POP)
+                         .stack_global("m", "g").op(op::EMPTY_DICT).memoize().op(op::TUPLE1).op(op::REDUCE).memoize()
+                         .binget(2).short_binunicode("k").binget(3).op(op::SETITEM).op(op::POP)
+                         .stack_global("m", "h").op(op::EMPTY_SET).memoize().op(op::TUPLE1).op(op::REDUCE).memoize()
+                         .binget(4).mark().binget(5).binint1(1).op(op::ADDITEMS).op(op::POP)
+                         .binget(4).op(op::TUPLE).stop()
+                         .bytes();
+    auto check = [](ByteSpan out) {
+      auto g = load(out);
+      REQUIRE(g);
+      const auto top = g->items(g->root());
+      REQUIRE(top.size() == 4);
+      const NodeId l = g->items(g->node(top[0]).b).at(0), d = g->items(g->node(top[1]).b).at(0);
+      const NodeId s = g->items(g->node(top[2]).b).at(0);
+      CHECK(g->items(l) == std::vector<NodeId>{top[0]});
+      CHECK(g->items(d).at(1) == top[1]);
+      CHECK(s == top[3]);
+      CHECK(g->kind(s) == Kind::set);
+      CHECK(g->items(s).at(0) == top[2]);
+      CHECK(g->effects().empty());
+      for (NodeId call : {top[0], top[1], top[2]}) CHECK(g->node(call).ops == Graph::kEnd);
+    };
+    check(p);
+    for (int target = 0; target <= 5; ++target) {
+      CAPTURE(target);
+      auto r = recode_to(p, target);
+      REQUIRE(r);
+      check(r->pickle);
+      // m.f, m.g, m.h once each (set(...) and getattr(s, 'add') below 4 are read as the set and ADDITEMS)
+      std::size_t calls = 0;
+      auto g = load(r->pickle);
+      REQUIRE(g);
+      for (NodeId id = 0; id < g->size(); ++id) {
+        if (g->kind(id) == Kind::reduce && g->kind(g->node(id).a) == Kind::global &&
+            g->text(g->node(g->node(id).a).a) == "m") {
+          ++calls;
+        }
+      }
+      CHECK(calls == 3);
+      auto again = recode_to(r->pickle, target);
+      REQUIRE(again);
+      CHECK(hex(again->pickle) == hex(r->pickle));
+    }
+  }
 }
 
 TEST_CASE("pickle_writer: limits") {

@@ -7,7 +7,8 @@ protocol 0-5 (and to 5 with the buffers inlined) in one batch run of
 tests/tools/pickle_recode, and then:
 
   * pickle.loads of the output gives an object equal to what the input
-    pickle loads to, with the same sharing (a bijection of identities);
+    pickle loads to, with the same sharing (a bijection of identities),
+    making as many calls of a reducer with a side effect (pc.Logged);
   * pickletools.genops on the output shows no opcode newer than the target,
     and PROTO says the target (none below 2);
   * every refusal is expected (extension codes below protocol 2); the
@@ -327,6 +328,18 @@ def corpus():
     hs = {h}
     h.owner = hs
     add("set with back reference", hs)
+    # Reducers with a side effect (each load logs its calls), given one list
+    # twice or two equal lists; and CPython's way with a call reached again
+    # through its own argument (x.owner = the call, set after the call in the
+    # pickle): CPython writes it twice, the second dropped with POP.
+    x = pc.HashById()
+    shared_items = [x]
+    add("reducers, one list", [pc.Logged(shared_items), pc.Logged(shared_items)])
+    add("reducers, equal lists", [pc.Logged([x]), pc.Logged([x])])
+    y = pc.HashById()
+    own = pc.Logged([y])
+    y.owner = own
+    add("reducer reached through its argument", [own, pc.Logged([y])])
     add("ext codes", [pc.ExtThing1(1), pc.ExtThing2(2), pc.ExtThing4(4), pc.ExtThing1], "ext")
     add("exception", ValueError("bad", 3))
     add("os error", FileNotFoundError(2, "missing"))
@@ -563,10 +576,17 @@ def main():
                 if oob:
                     fail("%s: out-of-band buffers below 5 or inline: %s" % (where, oob))
             try:
+                del pc.CALLS[:]
                 want = pickle.loads(data, buffers=bufs) if bufs else pickle.loads(data)
+                want_calls = len(pc.CALLS)
+                del pc.CALLS[:]
                 got = pickle.loads(out, buffers=[bufs[i] for i in oob]) if oob else pickle.loads(out)
+                got_calls = len(pc.CALLS)
             except Exception as e:
                 fail("%s: loads failed: %r" % (where, e))
+                continue
+            if want_calls != got_calls:
+                fail("%s: loading makes %d logged calls, not %d" % (where, got_calls, want_calls))
                 continue
             if not same(want, got):
                 fail("%s: loads gives a different object: %r vs %r" % (where, want if not isinstance(want, (list, dict, str, bytes, tuple)) or len(repr(want)) < 200 else type(want), type(got)))

@@ -125,6 +125,22 @@ class HashById:
         self.owner = None
 
 
+# Every Logged made, loads included: the oracle test counts the calls a
+# pickle makes when it loads.
+CALLS = []
+
+
+class Logged:
+    """A reducer with a side effect: each call of Logged(items) is logged."""
+
+    def __init__(self, items):
+        self.items = items
+        CALLS.append(self)
+
+    def __reduce__(self):
+        return Logged, (self.items,)
+
+
 class ExtThing1:
     def __init__(self, v):
         self.v = v
