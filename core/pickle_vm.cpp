@@ -1,5 +1,6 @@
 #include "core/pickle_vm.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstring>
@@ -361,62 +362,83 @@ class Machine {
   std::vector<Anchored> anchored_;
 };
 
-// An effect hung on an object that nothing reaches (neither the result nor
-// a graph-level effect) would never be written: a writer starts from those.
-// Such effects go to the graph's list, in pickle order, and off their anchor.
-// Which objects are reached is decided once, before any effect moves: the
-// moved effects then each write their anchor, as they came in the pickle.
+// A dropped call is kept as an effect only when nothing else makes the
+// writer write it: not when the result reaches it through values (items,
+// arguments, BUILD states; `GET call ... POP` drops nothing that was not
+// made before), nor when a later kept effect reaches it (it is written
+// inside that one). Effects are taken from the last made down, so of calls
+// that reach each other one is kept. An effect stays on its anchor when the
+// result reaches the anchor; else it goes to the graph's list: a writer
+// starts from the result and that list, and an anchor that only its own
+// effect reaches would never be written. The list keeps pickle order.
 void Machine::settle_effects() {
-  if (anchored_.empty()) return;
-  std::vector<bool> seen(g_.nodes_.size(), false);
+  if (anchored_.empty() && g_.effects_.empty()) return;
+  // 1: reached from the result; 2: from a kept effect.
+  std::vector<std::uint8_t> seen(g_.nodes_.size(), 0);
   std::vector<NodeId> todo;
-  auto reach = [&](NodeId id) {
-    if (id == kNoNode || Graph::is_immediate(id) || id >= seen.size() || seen[id]) return;
-    seen[id] = true;
-    todo.push_back(id);
-  };
-  auto reach_chain = [&](std::uint32_t head) {
-    for (std::uint32_t s = head; s != Graph::kEnd; s = g_.segments_[s].next) {
-      const Graph::Segment& seg = g_.segments_[s];
-      for (std::uint32_t i = 0; i < seg.count; ++i) reach(g_.pool_[seg.off + i]);
-    }
-  };
-  reach(g_.root_);
-  for (NodeId e : g_.effects_) reach(e);
-  while (!todo.empty()) {
-    const NodeId id = todo.back();
-    todo.pop_back();
-    const Graph::Node& n = g_.nodes_[id];
-    switch (n.kind) {
-      case Kind::newobj_ex: reach(n.c()); [[fallthrough]];
-      case Kind::global: case Kind::reduce: case Kind::newobj: reach(n.b); [[fallthrough]];
-      case Kind::obj: case Kind::inst: case Kind::persid: case Kind::readonly_view: reach(n.a); break;
-      default: break;
-    }
-    reach_chain(n.items);
-    for (std::uint32_t o = n.ops; o != Graph::kEnd; o = g_.ops_[o].next) {
-      const Graph::Op& op = g_.ops_[o];
-      if (op.kind == OpKind::build || op.kind == OpKind::effect) {
-        reach(op.ref);
-      } else {
-        reach_chain(op.ref);
+  auto walk = [&](NodeId start, std::uint8_t color) {
+    auto reach = [&](NodeId id) {
+      if (id == kNoNode || Graph::is_immediate(id) || id >= seen.size() || seen[id]) return;
+      seen[id] = color;
+      todo.push_back(id);
+    };
+    auto reach_chain = [&](std::uint32_t head) {
+      for (std::uint32_t s = head; s != Graph::kEnd; s = g_.segments_[s].next) {
+        const Graph::Segment& seg = g_.segments_[s];
+        for (std::uint32_t i = 0; i < seg.count; ++i) reach(g_.pool_[seg.off + i]);
+      }
+    };
+    reach(start);
+    while (!todo.empty()) {
+      const NodeId id = todo.back();
+      todo.pop_back();
+      const Graph::Node& n = g_.nodes_[id];
+      switch (n.kind) {
+        case Kind::newobj_ex: reach(n.c()); [[fallthrough]];
+        case Kind::global: case Kind::reduce: case Kind::newobj: reach(n.b); [[fallthrough]];
+        case Kind::obj: case Kind::inst: case Kind::persid: case Kind::readonly_view: reach(n.a); break;
+        default: break;
+      }
+      reach_chain(n.items);
+      for (std::uint32_t o = n.ops; o != Graph::kEnd; o = g_.ops_[o].next) {
+        const Graph::Op& op = g_.ops_[o];
+        if (op.kind == OpKind::build) {
+          reach(op.ref);
+        } else if (op.kind != OpKind::effect) {
+          reach_chain(op.ref);
+        }
       }
     }
-  }
-  std::vector<const Anchored*> moved;
-  for (const Anchored& a : anchored_) {
-    if (!seen[a.anchor]) moved.push_back(&a);
-  }
-  if (moved.empty()) return;
-  std::vector<NodeId> effects;
-  effects.reserve(g_.effects_.size() + moved.size());
+  };
+  walk(g_.root_, 1);
+
+  // Every effect in pickle order, with its anchor (kNoNode: on the graph).
+  struct Candidate {
+    NodeId effect, anchor;
+    bool keep = false;
+  };
+  std::vector<Candidate> all;
+  all.reserve(g_.effects_.size() + anchored_.size());
   std::size_t j = 0;
   for (std::size_t i = 0; i <= g_.effects_.size(); ++i) {
-    for (; j < moved.size() && moved[j]->before == i; ++j) {
-      g_.remove_effect(moved[j]->anchor, moved[j]->effect);
-      effects.push_back(moved[j]->effect);
-    }
-    if (i < g_.effects_.size()) effects.push_back(g_.effects_[i]);
+    for (; j < anchored_.size() && anchored_[j].before == i; ++j) all.push_back({anchored_[j].effect, anchored_[j].anchor});
+    if (i < g_.effects_.size()) all.push_back({g_.effects_[i], kNoNode});
+  }
+  std::vector<std::size_t> by_age(all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) by_age[i] = i;
+  std::stable_sort(by_age.begin(), by_age.end(),
+                   [&](std::size_t a, std::size_t b) { return all[a].effect > all[b].effect; });
+  for (std::size_t i : by_age) {
+    Candidate& c = all[i];
+    if (seen[c.effect]) continue;  // reached: written there (also a call dropped twice)
+    c.keep = true;
+    walk(c.effect, 2);
+  }
+  std::vector<NodeId> effects;
+  for (const Candidate& c : all) {
+    const bool on_anchor = c.keep && c.anchor != kNoNode && seen[c.anchor] == 1;
+    if (c.anchor != kNoNode && !on_anchor) g_.remove_effect(c.anchor, c.effect);
+    if (c.keep && !on_anchor) effects.push_back(c.effect);
   }
   g_.effects_ = std::move(effects);
 }

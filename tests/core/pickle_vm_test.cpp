@@ -206,6 +206,32 @@ TEST_CASE("pickle_vm: an effect on an object nothing else reaches stays on the g
   CHECK(g.op(o).next == Graph::kEnd);
 }
 
+TEST_CASE("pickle_vm: a dropped call is an effect only when nothing else writes it") {
+  SUBCASE("the result holds it: `GET call POP` drops nothing new") {
+    auto p = PickleBuilder().proto(2).global("m", "f").op(op::EMPTY_TUPLE).op(op::REDUCE).binput(0)
+                 .op(op::POP).op(op::EMPTY_LIST).binget(0).op(op::APPEND).binget(0).op(op::POP).stop();
+    Graph g = must_load(p);
+    CHECK(g.effects().empty());
+    CHECK(g.node(g.node(g.items(g.root()).at(0)).a).ops == Graph::kEnd);
+  }
+  SUBCASE("dropped twice, kept once") {
+    auto p = PickleBuilder().proto(2).global("m", "f").op(op::EMPTY_TUPLE).op(op::REDUCE).binput(0)
+                 .op(op::POP).binget(0).op(op::POP).none().stop();
+    Graph g = must_load(p);
+    REQUIRE(g.effects().size() == 1);
+    CHECK(g.kind(g.effects()[0]) == Kind::reduce);
+  }
+  SUBCASE("a later dropped call holds it: written inside that one") {
+    // f() dropped, then h((f(),)) dropped: only h is an effect.
+    auto p = PickleBuilder().proto(2).global("m", "f").op(op::EMPTY_TUPLE).op(op::REDUCE).binput(0)
+                 .op(op::POP).global("m", "h").binget(0).op(op::TUPLE1).op(op::REDUCE).op(op::POP)
+                 .none().stop();
+    Graph g = must_load(p);
+    REQUIRE(g.effects().size() == 1);
+    CHECK(g.text(g.node(g.node(g.effects()[0]).a).b) == "h");
+  }
+}
+
 TEST_CASE("pickle_vm: Op::at places a mutation among the creations") {
   // obj = f(); l = [obj]; c = g(l); BUILD obj with c (after c was made)
   auto p = PickleBuilder().proto(2).global("m", "f").op(op::EMPTY_TUPLE).op(op::REDUCE).binput(0)

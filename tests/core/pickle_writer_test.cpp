@@ -423,6 +423,36 @@ TEST_CASE("pickle_writer: every call is written once, distinct objects stay dist
       CHECK(hex(again->pickle) == hex(r->pickle));
     }
   }
+  SUBCASE("a call whose state is set after a later call: fetched, built and popped, it is no effect") {
+    // obj = m.f(); l = [obj]; c = m.g(l); obj.__setstate__({'owner': c}); result c.
+    // Written as ... c, then `GET obj {...} BUILD POP`: that POP drops nothing new.
+    const Buffer p = PickleBuilder().proto(2)
+                         .global("m", "f").op(op::EMPTY_TUPLE).op(op::REDUCE).binput(0)
+                         .global("m", "g").op(op::EMPTY_LIST).binget(0).op(op::APPEND).op(op::TUPLE1)
+                         .op(op::REDUCE).binput(1).op(op::POP)
+                         .op(op::EMPTY_DICT).short_binunicode("owner").binget(1).op(op::SETITEM).op(op::BUILD)
+                         .op(op::POP).binget(1).stop()
+                         .bytes();
+    for (int target = 0; target <= 5; ++target) {
+      CAPTURE(target);
+      auto r = recode_to(p, target);
+      REQUIRE(r);
+      CHECK(runs_of(r->pickle, op::REDUCE) == 2);
+      CHECK(runs_of(r->pickle, op::BUILD) == 1);
+      auto g = load(r->pickle);
+      REQUIRE(g);
+      CHECK(g->effects().empty());
+      const NodeId c = g->root();
+      const NodeId obj = g->items(g->items(g->node(c).b).at(0)).at(0);
+      REQUIRE(g->node(obj).ops != Graph::kEnd);
+      CHECK(g->op(g->node(obj).ops).kind == OpKind::build);
+      CHECK(g->op(g->node(obj).ops).next == Graph::kEnd);
+      CHECK(g->items(g->op(g->node(obj).ops).ref).at(1) == c);
+      auto again = recode_to(r->pickle, target);
+      REQUIRE(again);
+      CHECK(hex(again->pickle) == hex(r->pickle));
+    }
+  }
   SUBCASE("items added after a call that holds their container") {
     // l = []; call = m.f(l); l.append(call); d = {}; call2 = m.g(d); d['k'] = call2;
     // s = set(); call3 = m.h(s); s.add(call3); s.add(1); result (call, call2, call3, s)
