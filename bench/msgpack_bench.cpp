@@ -57,8 +57,10 @@ double seconds(int iterations, F&& f) {
 
 int main(int argc, char** argv) {
   const int iterations = argc > 1 ? std::atoi(argv[1]) : 2000;
-  for (const auto& [name, bytes] : {std::pair<const char*, Buffer>{"numpy sub-header", numpy_header()},
-                                    std::pair<const char*, Buffer>{"frame 0, 2000 tuple keys", graph_frame()}}) {
+  for (const auto& input : {std::pair<const char*, Buffer>{"numpy sub-header", numpy_header()},
+                            std::pair<const char*, Buffer>{"frame 0, 2000 tuple keys", graph_frame()}}) {
+    const char* name = input.first;
+    const Buffer& bytes = input.second;  // not a structured binding: lambdas capture it (clang 14)
     const int n = bytes.size() < 1000 ? iterations * 100 : iterations;
     std::size_t sink = 0;
     const double ours = seconds(n, [&] {

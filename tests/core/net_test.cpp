@@ -116,7 +116,10 @@ TEST_CASE("net: bad addresses are usage errors that say what is wrong") {
       {"tcp://:8786", "missing host"},
       {"[::1", "unterminated \"[\""},
   };
-  for (const auto& [text, expected] : cases) {
+  for (const auto& c : cases) {
+    // Named copies: clang 14 cannot capture structured bindings (CAPTURE).
+    const auto& text = c.first;
+    const auto& expected = c.second;
     CAPTURE(text);
     auto a = net::parse_address(text);
     REQUIRE(!a);
