@@ -1,5 +1,6 @@
 // Shared pieces of the thin command layer: exit codes, the one-line error
-// format, JSON output with the schema key first, atomic output files.
+// format, JSON output with the schema key first. (Output files are written
+// atomically by core/atomic_file.)
 // Only cli/ prints or decides exit codes (style §1.2, §3.5).
 #pragma once
 

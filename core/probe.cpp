@@ -7,17 +7,17 @@
 #include <climits>
 
 #include "core/gpu.h"
+#include "core/pickle_ops.h"
 #include "core/python_env.h"
 
 namespace daskcaps {
 
 namespace {
 
-// The pickle engine (issue 3, core/pickle_vm) reads protocols 0..5 and writes
-// any of them: that is its contract. Take the range from its header once it
-// has landed.
+// The pickle engine (core/pickle_ops.h) reads and writes every protocol
+// from 0 to its highest.
 constexpr int kPickleProtocolLowest = 0;
-constexpr int kPickleProtocolHighest = 5;
+constexpr int kPickleProtocolHighest = pickle::kHighestProtocol;
 
 std::string_view codec_library(Codec c) {
   switch (c) {

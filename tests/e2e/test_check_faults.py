@@ -21,7 +21,6 @@ import os
 import socket
 import struct
 import subprocess
-import sys
 import threading
 import unittest
 

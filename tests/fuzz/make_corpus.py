@@ -42,11 +42,9 @@ import hashlib
 import json
 import os
 import pickle
-import socket
 import struct
 import subprocess
 import sys
-import threading
 import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
