@@ -338,10 +338,9 @@ class Machine {
   NodeId reduce_node(NodeId fn, NodeId args, std::uint64_t at);
   void settle_effects();
 
-  // An effect hung on its anchor, and how many graph-level effects came before it.
-  struct Anchored {
-    NodeId anchor, effect;
-    std::size_t before;
+  // A value the pickle dropped, in pickle order; a call may hang on an anchor.
+  struct Dropped {
+    NodeId node, anchor;
   };
 
   ByteSpan pickle_;
@@ -359,28 +358,43 @@ class Machine {
   std::unordered_map<std::string, NodeId> module_intern_;
   std::unordered_set<std::string> globals_seen_;
   std::size_t next_buffer_ = 0;
-  std::vector<Anchored> anchored_;
+  std::vector<Dropped> dropped_;
 };
 
-// A dropped call is kept as an effect only when nothing else makes the
-// writer write it: not when the result reaches it through values (items,
-// arguments, BUILD states; `GET call ... POP` drops nothing that was not
-// made before), nor when a later kept effect reaches it (it is written
-// inside that one). Effects are taken from the last made down, so of calls
-// that reach each other one is kept. An effect stays on its anchor when the
-// result reaches the anchor; else it goes to the graph's list: a writer
-// starts from the result and that list, and an anchor that only its own
-// effect reaches would never be written. The list keeps pickle order.
+// The values a pickle dropped (POP, POP_MARK, left under the result at
+// STOP) matter for what their loading did: a call, a persistent load, or a
+// BUILD/APPEND/SETITEM/ADDITEMS on an object that is not a list, dict or set.
+// A dropped value is kept as an effect only when it holds such a thing that
+// nothing else makes the writer write: not what the result reaches through
+// values (items, arguments, BUILD states; `GET call ... POP` drops nothing
+// that was not made before), nor what a later kept effect reaches (it is
+// written inside that one). Effects are taken from the last made down, so of
+// values that reach each other one is kept, and a call dropped twice is kept
+// once. A call stays on its anchor when the result reaches the anchor; else
+// it goes to the graph's list: a writer starts from the result and that
+// list, and an anchor that only its own effect reaches would never be
+// written. The list keeps pickle order.
 void Machine::settle_effects() {
-  if (anchored_.empty() && g_.effects_.empty()) return;
+  if (dropped_.empty()) return;
   // 1: reached from the result; 2: from a kept effect.
   std::vector<std::uint8_t> seen(g_.nodes_.size(), 0);
-  std::vector<NodeId> todo;
+  std::vector<NodeId> todo, visited;
+  auto has_effect = [&](const Graph::Node& n) {
+    if (is_call(n.kind) || n.kind == Kind::persid) return true;
+    for (std::uint32_t o = n.ops; o != Graph::kEnd; o = g_.ops_[o].next) {
+      if (g_.ops_[o].kind != OpKind::effect) return true;
+    }
+    return false;
+  };
+  // Marks what `start` reaches; says whether it newly reached an effect.
   auto walk = [&](NodeId start, std::uint8_t color) {
+    bool found = false;
+    visited.clear();
     auto reach = [&](NodeId id) {
       if (id == kNoNode || Graph::is_immediate(id) || id >= seen.size() || seen[id]) return;
       seen[id] = color;
       todo.push_back(id);
+      visited.push_back(id);
     };
     auto reach_chain = [&](std::uint32_t head) {
       for (std::uint32_t s = head; s != Graph::kEnd; s = g_.segments_[s].next) {
@@ -393,6 +407,7 @@ void Machine::settle_effects() {
       const NodeId id = todo.back();
       todo.pop_back();
       const Graph::Node& n = g_.nodes_[id];
+      found = found || has_effect(n);
       switch (n.kind) {
         case Kind::newobj_ex: reach(n.c()); [[fallthrough]];
         case Kind::global: case Kind::reduce: case Kind::newobj: reach(n.b); [[fallthrough]];
@@ -409,36 +424,30 @@ void Machine::settle_effects() {
         }
       }
     }
+    return found;
   };
   walk(g_.root_, 1);
 
-  // Every effect in pickle order, with its anchor (kNoNode: on the graph).
-  struct Candidate {
-    NodeId effect, anchor;
-    bool keep = false;
-  };
-  std::vector<Candidate> all;
-  all.reserve(g_.effects_.size() + anchored_.size());
-  std::size_t j = 0;
-  for (std::size_t i = 0; i <= g_.effects_.size(); ++i) {
-    for (; j < anchored_.size() && anchored_[j].before == i; ++j) all.push_back({anchored_[j].effect, anchored_[j].anchor});
-    if (i < g_.effects_.size()) all.push_back({g_.effects_[i], kNoNode});
-  }
-  std::vector<std::size_t> by_age(all.size());
-  for (std::size_t i = 0; i < all.size(); ++i) by_age[i] = i;
+  std::vector<std::size_t> by_age(dropped_.size());
+  for (std::size_t i = 0; i < dropped_.size(); ++i) by_age[i] = i;
   std::stable_sort(by_age.begin(), by_age.end(),
-                   [&](std::size_t a, std::size_t b) { return all[a].effect > all[b].effect; });
+                   [&](std::size_t a, std::size_t b) { return dropped_[a].node > dropped_[b].node; });
+  std::vector<bool> keep(dropped_.size(), false);
   for (std::size_t i : by_age) {
-    Candidate& c = all[i];
-    if (seen[c.effect]) continue;  // reached: written there (also a call dropped twice)
-    c.keep = true;
-    walk(c.effect, 2);
+    const NodeId id = dropped_[i].node;
+    if (seen[id]) continue;  // reached: written there
+    if (walk(id, 2)) {
+      keep[i] = true;
+    } else {
+      for (NodeId v : visited) seen[v] = 0;  // nothing to write: leave it to others
+    }
   }
   std::vector<NodeId> effects;
-  for (const Candidate& c : all) {
-    const bool on_anchor = c.keep && c.anchor != kNoNode && seen[c.anchor] == 1;
-    if (c.anchor != kNoNode && !on_anchor) g_.remove_effect(c.anchor, c.effect);
-    if (c.keep && !on_anchor) effects.push_back(c.effect);
+  for (std::size_t i = 0; i < dropped_.size(); ++i) {
+    const Dropped& d = dropped_[i];
+    const bool on_anchor = keep[i] && d.anchor != kNoNode && seen[d.anchor] == 1;
+    if (d.anchor != kNoNode && !on_anchor) g_.remove_effect(d.anchor, d.node);
+    if (keep[i] && !on_anchor) effects.push_back(d.node);
   }
   g_.effects_ = std::move(effects);
 }
@@ -478,9 +487,12 @@ bool Machine::fold_add(NodeId id) {
 }
 
 void Machine::discard(NodeId id) {
-  if (Graph::is_immediate(id)) return;
+  if (Graph::is_immediate(id) || id <= kFalseId) return;
   const Kind k = g_.nodes_[id].kind;
-  if (!is_call(k)) return;
+  if (!is_call(k)) {
+    dropped_.push_back({id, kNoNode});  // what it holds may still need writing
+    return;
+  }
   if (k == Kind::reduce && fold_add(id)) return;
   // Hang the effect on the object it acts on: the first argument.
   NodeId anchor = kNoNode;
@@ -497,9 +509,9 @@ void Machine::discard(NodeId id) {
   if (anchor != kNoNode && !Graph::is_immediate(anchor) && anchor < id && is_open(g_.nodes_[anchor].kind)) {
     const NodeId one[1] = {id};
     g_.add_op(anchor, OpKind::effect, one);
-    anchored_.push_back({anchor, id, g_.effects_.size()});
+    dropped_.push_back({id, anchor});
   } else {
-    g_.effects_.push_back(id);
+    dropped_.push_back({id, kNoNode});
   }
 }
 

@@ -37,14 +37,16 @@
 // below protocol 4, is read as ADDITEMS on obj when nothing else refers to
 // the calls or their argument tuples.
 //
-// A call result that the pickle discards (POP, POP_MARK, or left below the
-// result at STOP) had its side effect at load time, e.g. the state_setter
-// call CPython writes as `setter (obj, state) TUPLE2 REDUCE POP`. Such a node
-// is recorded as an *effect*: on the object that is the first element of its
-// argument tuple when there is one (where CPython's pickler would write it)
-// and that object is reachable from the result or from the graph's effects;
-// else on the graph (in pickle order), so that a writer that starts from the
-// result and the graph's effects meets every call.
+// A value that the pickle discards (POP, POP_MARK, or left below the result
+// at STOP) had its side effects at load time, e.g. the state_setter call
+// CPython writes as `setter (obj, state) TUPLE2 REDUCE POP`, or a call
+// inside a dropped list. When it holds a call, a persistent load or a
+// mutation of an object that is not a list, dict or set that neither the
+// result nor another kept effect reaches, it is recorded as an *effect*:
+// a call on the object that is the first element of its argument tuple,
+// when the result reaches that object (where CPython's pickler would write
+// it), else on the graph (in pickle order). A writer that starts from the
+// result and the graph's effects so meets every call once.
 //
 // Mutations and items are recorded on their node, not where they happened
 // in the pickle. What keeps the order that matters is node ids (a node's id

@@ -232,6 +232,28 @@ TEST_CASE("pickle_vm: a dropped call is an effect only when nothing else writes 
   }
 }
 
+TEST_CASE("pickle_vm: a dropped value that holds a call or a mutation is an effect") {
+  SUBCASE("a call in a dropped list") {
+    auto p = PickleBuilder().proto(2).mark().global("m", "f").binint1(1).op(op::TUPLE1).op(op::REDUCE)
+                 .op(op::LIST).op(op::POP).none().stop();
+    Graph g = must_load(p);
+    REQUIRE(g.effects().size() == 1);
+    CHECK(g.kind(g.effects()[0]) == Kind::list);
+  }
+  SUBCASE("a BUILD on a dropped global") {
+    auto p = PickleBuilder().proto(2).global("m", "C").op(op::EMPTY_DICT).op(op::BUILD).op(op::POP).none().stop();
+    Graph g = must_load(p);
+    REQUIRE(g.effects().size() == 1);
+    CHECK(g.kind(g.effects()[0]) == Kind::global);
+  }
+  SUBCASE("dropped values with nothing to do are no effects") {
+    auto p = PickleBuilder().proto(2).mark().binint1(1).short_binunicode("s").op(op::EMPTY_LIST).global("m", "C")
+                 .op(op::POP_MARK).none().stop();
+    Graph g = must_load(p);
+    CHECK(g.effects().empty());
+  }
+}
+
 TEST_CASE("pickle_vm: Op::at places a mutation among the creations") {
   // obj = f(); l = [obj]; c = g(l); BUILD obj with c (after c was made)
   auto p = PickleBuilder().proto(2).global("m", "f").op(op::EMPTY_TUPLE).op(op::REDUCE).binput(0)

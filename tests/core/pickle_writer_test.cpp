@@ -453,6 +453,23 @@ TEST_CASE("pickle_writer: every call is written once, distinct objects stay dist
       CHECK(hex(again->pickle) == hex(r->pickle));
     }
   }
+  SUBCASE("a call inside a dropped list is still made") {
+    // [m.f(1)] dropped; None; and m.C.__setstate__({}) on a dropped class
+    const Buffer p = PickleBuilder().proto(2).mark().global("m", "f").binint1(1).op(op::TUPLE1).op(op::REDUCE)
+                         .op(op::LIST).op(op::POP)
+                         .global("m", "C").op(op::EMPTY_DICT).op(op::BUILD).op(op::POP).none().stop()
+                         .bytes();
+    for (int target = 0; target <= 5; ++target) {
+      CAPTURE(target);
+      auto r = recode_to(p, target);
+      REQUIRE(r);
+      CHECK(runs_of(r->pickle, op::REDUCE) == 1);
+      CHECK(runs_of(r->pickle, op::BUILD) == 1);
+      auto again = recode_to(r->pickle, target);
+      REQUIRE(again);
+      CHECK(hex(again->pickle) == hex(r->pickle));
+    }
+  }
   SUBCASE("items added after a call that holds their container") {
     // l = []; call = m.f(l); l.append(call); d = {}; call2 = m.g(d); d['k'] = call2;
     // s = set(); call3 = m.h(s); s.add(call3); s.add(1); result (call, call2, call3, s)
