@@ -20,6 +20,7 @@ GNU time (package `time`). Usage:
 import argparse
 import json
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -32,7 +33,7 @@ import numpy as np  # noqa: E402
 
 import daskwire  # noqa: E402
 
-ARRAY_BYTES = 4 << 20  # one 4 MiB array per message
+ARRAY_BYTES = 4 << 20  # one 4 MiB array per message (--array-mib)
 
 
 def make_capture(path, size_mib):
@@ -92,13 +93,30 @@ def best(cmd, repeat):
     return min(r[0] for r in runs), max(r[1] for r in runs), runs[-1][2]
 
 
+def baseline_rss(tool, d):
+    """Peak RSS of transcoding a stream that holds only a handshake: what the
+    process costs before it holds any message."""
+    import msgpack
+    hs = msgpack.dumps({"compression": None, "python": [3, 11, 2], "pickle-protocol": 5})
+    prelude = struct.pack("QQ", 1, len(hs))
+    path = os.path.join(d, "handshake.stream")
+    with open(path, "wb") as f:
+        f.write(struct.pack("Q", len(prelude) + len(hs)) + prelude + hs)
+    out = os.path.join(d, "handshake.out")
+    return min(timed([tool, "transcode", path, "-o", out, "--codec", "zstd"])[1] for _ in range(3))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build", nargs="?", default=os.path.join(HERE, "..", "build"))
     ap.add_argument("--size-mib", type=float, default=500)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--array-mib", type=float, default=4, help="size of the array in each message")
+    ap.add_argument("--threads", type=int, help="dask-caps --threads (default: all cores)")
     ap.add_argument("--make", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    global ARRAY_BYTES
+    ARRAY_BYTES = int(args.array_mib * (1 << 20)) // 8 * 8
     if args.make:
         print(make_capture(args.make, args.size_mib))
         return
@@ -108,11 +126,15 @@ def main():
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as d:
         cap = os.path.join(d, "capture.stream")
         # A child makes the capture, so this process stays small.
-        n = int(subprocess.run([sys.executable, __file__, "--make", cap, "--size-mib", str(args.size_mib)],
+        n = int(subprocess.run([sys.executable, __file__, "--make", cap, "--size-mib", str(args.size_mib),
+                                "--array-mib", str(args.array_mib)],
                                capture_output=True, check=True, text=True).stdout)
         size = os.path.getsize(cap)
         mib = size / (1 << 20)
-        print(f"capture: {n} messages of {ARRAY_BYTES >> 20} MiB arrays, {mib:.0f} MiB on disk (lz4)")
+        print(f"capture: {n} messages of {ARRAY_BYTES / (1 << 20):g} MiB arrays, {mib:.0f} MiB on disk (lz4)")
+        # What the process needs before any message: the binary, its
+        # libraries, the heap of a one-message transcode.
+        base_rss = baseline_rss(tool, d)
         results = {"capture-mib": round(mib, 1), "messages": n, "cores": os.cpu_count()}
 
         floor = json.loads(subprocess.run([floor_tool, cap], capture_output=True, check=True).stdout)
@@ -122,7 +144,8 @@ def main():
             py_s, py_rss, _ = best([sys.executable, "-c", PY_RECODE, cap, out, target,
                                     os.path.join(HERE, "..", "tests", "e2e")], args.repeat)
             os.remove(out)
-            dc_s, dc_rss, _ = best([tool, "transcode", cap, "-o", out, "--codec", target], args.repeat)
+            threads = ["--threads", str(args.threads)] if args.threads else []
+            dc_s, dc_rss, _ = best([tool, "transcode", cap, "-o", out, "--codec", target, *threads], args.repeat)
             largest = ARRAY_BYTES
             row = {
                 "python-s": round(py_s, 3), "python-mib-s": round(mib / py_s, 1),
@@ -130,6 +153,8 @@ def main():
                 "speedup": round(py_s / dc_s, 2),
                 "dask-caps-peak-rss-mib": round(dc_rss / (1 << 20), 1),
                 "peak-rss-over-largest-message": round(dc_rss / largest, 2),
+                "baseline-rss-mib": round(base_rss / (1 << 20), 1),
+                "peak-rss-above-baseline-over-largest-message": round((dc_rss - base_rss) / largest, 2),
             }
             floor_s = floor["lz4-decompress-s"] if target == "none" else floor["lz4-to-zstd-s"]
             row["floor-s"] = round(floor_s, 3)
@@ -138,7 +163,8 @@ def main():
             print(f"lz4 -> {target}: python {py_s:.2f} s ({mib / py_s:.0f} MiB/s), dask-caps {dc_s:.2f} s "
                   f"({mib / dc_s:.0f} MiB/s): {py_s / dc_s:.1f}x; C floor {floor_s:.2f} s "
                   f"({dc_s / floor_s:.2f}x of it); peak RSS {dc_rss / (1 << 20):.0f} MiB "
-                  f"= {dc_rss / largest:.1f}x the largest message")
+                  f"= {dc_rss / largest:.1f}x the largest message, "
+                  f"{(dc_rss - base_rss) / largest:.1f}x above the {base_rss / (1 << 20):.0f} MiB baseline")
         print(json.dumps(results, indent=2))
 
 

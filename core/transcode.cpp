@@ -434,7 +434,12 @@ Result<TranscodeReport> transcode_stream(const MessageSourceFn& next, const Mess
   TranscodeReport total;
   std::deque<Job> inflight;
   bool exhausted = false;
-  const std::size_t window = 2 * static_cast<std::size_t>(threads);
+  // One message per worker in flight: memory stays at about `threads`
+  // messages (each: its input frames, the decoded frame being recoded, and
+  // its output). Reading and writing, on this thread, overlap the work; a
+  // deeper window bought no speed on uniform captures and cost a message of
+  // memory per slot.
+  const std::size_t window = static_cast<std::size_t>(threads);
   for (;;) {
     while (!exhausted && inflight.size() < window) {
       auto m = next();
