@@ -426,7 +426,7 @@ void Machine::settle_effects() {
     }
     return found;
   };
-  walk(g_.root_, 1);
+  const bool root_acts = walk(g_.root_, 1);
 
   std::vector<std::size_t> by_age(dropped_.size());
   for (std::size_t i = 0; i < dropped_.size(); ++i) by_age[i] = i;
@@ -449,7 +449,73 @@ void Machine::settle_effects() {
     if (d.anchor != kNoNode && !on_anchor) g_.remove_effect(d.anchor, d.node);
     if (keep[i] && !on_anchor) effects.push_back(d.node);
   }
-  g_.effects_ = std::move(effects);
+  // Which effects the writer puts before the result: those made before it,
+  // and those that reach it (the result is written inside them). When
+  // making the result has no effect at all (a str, a plain global, ...),
+  // where it goes does not matter: all effects go first, so that a result
+  // that the writer shares with an equal value inside an effect (one-
+  // character str, empty bytes, a global by name) reads back the same way.
+  std::vector<std::uint8_t> dead;                // cannot reach the result
+  std::vector<std::uint32_t> search;             // met in search number ...
+  std::uint32_t searches = 0;
+  std::vector<NodeId> stack, met;
+  auto reaches_root = [&](NodeId from) {
+    if (dead.empty()) {
+      dead.assign(g_.nodes_.size(), 0);
+      search.assign(g_.nodes_.size(), 0);
+    }
+    ++searches;
+    stack.clear();
+    met.clear();
+    bool hit = false;
+    auto reach = [&](NodeId id) {
+      if (id == g_.root_) hit = true;
+      if (hit || id == kNoNode || Graph::is_immediate(id) || id >= dead.size() || search[id] == searches || dead[id]) {
+        return;
+      }
+      search[id] = searches;
+      stack.push_back(id);
+      met.push_back(id);
+    };
+    reach(from);
+    while (!stack.empty() && !hit) {
+      const NodeId id = stack.back();
+      stack.pop_back();
+      const Graph::Node& n = g_.nodes_[id];
+      switch (n.kind) {
+        case Kind::newobj_ex: reach(n.c()); [[fallthrough]];
+        case Kind::global: case Kind::reduce: case Kind::newobj: reach(n.b); [[fallthrough]];
+        case Kind::obj: case Kind::inst: case Kind::persid: case Kind::readonly_view: reach(n.a); break;
+        default: break;
+      }
+      for (std::uint32_t sg = n.items; sg != Graph::kEnd; sg = g_.segments_[sg].next) {
+        for (std::uint32_t k = 0; k < g_.segments_[sg].count; ++k) reach(g_.pool_[g_.segments_[sg].off + k]);
+      }
+      for (std::uint32_t o = n.ops; o != Graph::kEnd; o = g_.ops_[o].next) {
+        const Graph::Op& op = g_.ops_[o];
+        if (op.kind == OpKind::build || op.kind == OpKind::effect) {
+          reach(op.ref);
+        } else {
+          for (std::uint32_t sg = op.ref; sg != Graph::kEnd; sg = g_.segments_[sg].next) {
+            for (std::uint32_t k = 0; k < g_.segments_[sg].count; ++k) reach(g_.pool_[g_.segments_[sg].off + k]);
+          }
+        }
+      }
+    }
+    if (!hit) {
+      for (NodeId v : met) dead[v] = 1;  // all they reach was searched
+    }
+    return hit;
+  };
+  const bool root_node = !Graph::is_immediate(g_.root_) && g_.root_ > kFalseId;
+  std::vector<NodeId> before, after;
+  for (NodeId e : effects) {
+    const bool first = !root_acts || !root_node || e < g_.root_ || reaches_root(e);
+    (first ? before : after).push_back(e);
+  }
+  g_.effects_before_ = before.size();
+  before.insert(before.end(), after.begin(), after.end());
+  g_.effects_ = std::move(before);
 }
 
 // getattr(obj, 'add')(item) whose result is dropped, with nothing else

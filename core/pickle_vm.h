@@ -207,8 +207,10 @@ class Graph {
   /// All items of a node (tests and small tools; the writer walks segments).
   std::vector<NodeId> items(NodeId id) const;
 
-  /// Effects with no object to hang on, in pickle order.
+  /// Effects with no object to hang on: the first effects_before() go before
+  /// the result, the rest after it; each part in pickle order.
   const std::vector<NodeId>& effects() const { return effects_; }
+  std::size_t effects_before() const { return effects_before_; }
 
   // ---- what the pickle declared ----
   int proto() const { return proto_; }                 // PROTO argument, -1 when absent
@@ -259,6 +261,7 @@ class Graph {
   std::vector<OutOfBandBuffer> buffers_;
   bool buffers_bound_ = false;
   std::vector<NodeId> effects_;
+  std::size_t effects_before_ = 0;
   NodeId root_ = kNoneId;
   int proto_ = -1;
   int max_op_proto_ = 0;

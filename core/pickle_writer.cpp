@@ -1561,15 +1561,14 @@ Result<Written> Writer::run() {
   }
   framing_ = proto_ >= 4;
 
-  // Discarded calls with nothing to hang on: before or after the result,
-  // as they came in the pickle. Tasks run last-in first-out.
+  // Effects with nothing to hang on: before or after the result, as the
+  // reader placed them (Graph::effects_before). Tasks run last-in first-out.
   const NodeId root = g_.root();
-  const bool root_is_node = !Graph::is_immediate(root) && root > kFalseId;
-  std::vector<NodeId> before, after;
-  for (NodeId e : g_.effects()) (root_is_node && e > root ? after : before).push_back(e);
-  for (auto it = after.rbegin(); it != after.rend(); ++it) push_node_task(T::effect, *it);
+  const std::vector<NodeId>& effects = g_.effects();
+  const std::size_t before = std::min(g_.effects_before(), effects.size());
+  for (std::size_t i = effects.size(); i-- > before;) push_node_task(T::effect, effects[i]);
   push_save(root);
-  for (auto it = before.rbegin(); it != before.rend(); ++it) push_node_task(T::effect, *it);
+  for (std::size_t i = before; i-- > 0;) push_node_task(T::effect, effects[i]);
 
   while (!tasks_.empty()) {
     const Task t = tasks_.back();

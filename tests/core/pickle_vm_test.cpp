@@ -254,6 +254,33 @@ TEST_CASE("pickle_vm: a dropped value that holds a call or a mutation is an effe
   }
 }
 
+TEST_CASE("pickle_vm: effects go before the result when made before it or when they reach it") {
+  SUBCASE("made after the result, reaching it: before (the result is written inside)") {
+    // x = [m.g()]; m.f(1, x) dropped (nothing to hang on: 1 comes first); result x
+    auto p = PickleBuilder().proto(2).op(op::EMPTY_LIST).binput(0).global("m", "g").op(op::EMPTY_TUPLE)
+                 .op(op::REDUCE).op(op::APPEND).op(op::POP)
+                 .global("m", "f").binint1(1).binget(0).op(op::TUPLE2).op(op::REDUCE).op(op::POP).binget(0).stop();
+    Graph g = must_load(p);
+    REQUIRE(g.effects().size() == 1);
+    CHECK(g.effects_before() == 1);
+  }
+  SUBCASE("made after the result, not reaching it: after") {
+    // x = [m.g()]; then m.f() dropped above it; result x
+    auto p = PickleBuilder().proto(2).op(op::EMPTY_LIST).global("m", "g").op(op::EMPTY_TUPLE).op(op::REDUCE)
+                 .op(op::APPEND).global("m", "f").op(op::EMPTY_TUPLE).op(op::REDUCE).op(op::POP).stop();
+    Graph g = must_load(p);
+    REQUIRE(g.effects().size() == 1);
+    CHECK(g.effects_before() == 0);
+  }
+  SUBCASE("a result whose making does nothing: all effects before") {
+    auto p = PickleBuilder().proto(2).short_binunicode("x").global("m", "f").op(op::EMPTY_TUPLE).op(op::REDUCE)
+                 .op(op::POP).stop();
+    Graph g = must_load(p);
+    REQUIRE(g.effects().size() == 1);
+    CHECK(g.effects_before() == 1);
+  }
+}
+
 TEST_CASE("pickle_vm: Op::at places a mutation among the creations") {
   // obj = f(); l = [obj]; c = g(l); BUILD obj with c (after c was made)
   auto p = PickleBuilder().proto(2).global("m", "f").op(op::EMPTY_TUPLE).op(op::REDUCE).binput(0)

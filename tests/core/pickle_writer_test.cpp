@@ -470,6 +470,27 @@ TEST_CASE("pickle_writer: every call is written once, distinct objects stay dist
       CHECK(hex(again->pickle) == hex(r->pickle));
     }
   }
+  SUBCASE("effects and a result that the writer shares with a value inside them") {
+    // m.C() and NEWOBJ('a', 1) left under the result 'a' (found by the fuzzer):
+    // the writer writes the result as a GET of the 'a' inside the second call.
+    const Buffer p = PickleBuilder().proto(2).global("m", "C").op(op::EMPTY_TUPLE).op(op::NEWOBJ)
+                         .binunicode("a").binint1(1).op(op::NEWOBJ).binunicode("a").stop()
+                         .bytes();
+    for (int target = 0; target <= 5; ++target) {
+      CAPTURE(target);
+      auto r = recode_to(p, target);
+      REQUIRE(r);
+      CHECK(runs_of(r->pickle, op::REDUCE) + runs_of(r->pickle, op::NEWOBJ) == 2);
+      auto g = load(r->pickle);
+      REQUIRE(g);
+      CHECK(g->effects().size() == 2);
+      CHECK(g->effects_before() == 2);
+      CHECK(g->text(g->root()) == "a");
+      auto again = recode_to(r->pickle, target);
+      REQUIRE(again);
+      CHECK(hex(again->pickle) == hex(r->pickle));
+    }
+  }
   SUBCASE("items added after a call that holds their container") {
     // l = []; call = m.f(l); l.append(call); d = {}; call2 = m.g(d); d['k'] = call2;
     // s = set(); call3 = m.h(s); s.add(call3); s.add(1); result (call, call2, call3, s)
