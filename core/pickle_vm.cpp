@@ -532,7 +532,7 @@ bool Machine::fold_add(NodeId id) {
     return false;
   }
   const Graph::Node& method = g_.nodes_[call.a];
-  if (g_.kind(method.a) != Kind::global || g_.nodes_[method.a].ops != Graph::kEnd || !lone(method.b, Kind::tuple) ||
+  if (g_.kind(method.a) != Kind::global || !lone(method.b, Kind::tuple) ||
       g_.item_count(method.b) != 2) {
     return false;
   }
@@ -687,7 +687,10 @@ NodeId Machine::reduce_node(NodeId fn, NodeId args, std::uint64_t at) {
   auto plain = [&](NodeId id, Kind k) {
     return !Graph::is_immediate(id) && g_.nodes_[id].kind == k && g_.nodes_[id].ops == Graph::kEnd;
   };
-  if (plain(fn, Kind::global) && plain(args, Kind::tuple)) {
+  // The callable is matched by name only: a BUILD on a builtin function or
+  // type cannot load, and whether the pickle made one before or after this
+  // call is not kept by a writer.
+  if (g_.kind(fn) == Kind::global && plain(args, Kind::tuple)) {
     const Graph::Node& f = g_.nodes_[fn];
     const std::string_view module = g_.text(f.a), name = g_.text(f.b);
     const std::vector<NodeId> items = g_.items(args);
@@ -1162,12 +1165,24 @@ bool Machine::step(const Instruction& in, bool& stop) {
       const std::string_view m = g_.text(module), n = g_.text(name);
       auto mapped = proto_ < 3 ? tables::map_2to3(m, n) : tables::Global{m, n};
       note_global(mapped.first, mapped.second);
+      // One object per name after loading, as for GLOBAL: the first node
+      // of that name stands for all (the writer also writes it once).
+      std::string key;
+      key.reserve(mapped.first.size() + mapped.second.size() + 1);
+      key.append(mapped.first).push_back('\n');
+      key.append(mapped.second);
+      if (auto it = global_intern_.find(key); it != global_intern_.end()) {
+        g_.nodes_[it->second].flags |= Graph::kShared;
+        return push(in, it->second);
+      }
       NodeId mid = module, nid = name;
       if (mapped.first != m || mapped.second != n) {
         mid = g_.add_owned(Kind::str, mapped.first, at);
         nid = g_.add_owned(Kind::str, mapped.second, at);
       }
-      return push(in, g_.add_node(Kind::global, mid, nid, kNoNode, at));
+      const NodeId id = g_.add_node(Kind::global, mid, nid, kNoNode, at);
+      global_intern_.emplace(std::move(key), id);
+      return push(in, id);
     }
     case op::INST: {
       const NodeId cls = make_global(in, as_chars(in.data), as_chars(in.data2), true);

@@ -290,8 +290,8 @@ class Writer {
   // the node is popped. A pickle written by CPython never needs this (it
   // writes a call's arguments in full before the call).
   //
-  // The call to wait for, given the first node id that did not exist yet
-  // when the item or mutation was made, or kNoNode.
+  // The level in calls_ of the call to wait for, given the first node id
+  // that did not exist yet when the item or mutation was made, or kNoWait.
   std::size_t waits_for(std::uint64_t first_missing) const {
     if (calls_.empty() || first_missing <= calls_.back().oldest) return kNoWait;
     std::size_t best = kNoWait;
@@ -1269,6 +1269,9 @@ bool Writer::run_task(Task t) {
       return true;
     }
     case T::fetch:
+      if (memo_[t.node] == kNoMemo) {
+        return fail(make_error(Errc::internal, "waiting mutations of an object not in the memo", g_.source_offset(t.node)));
+      }
       boundary();
       memo_get(memo_[t.node]);
       return true;

@@ -32,6 +32,12 @@
 //    that is not writeable) and bytearray otherwise, which NumPy's
 //    reconstructors (numpy.core.numeric._frombuffer) accept.
 //
+// Every call of the graph is written once. A node's items and mutations
+// follow the node, except those the pickle made after a call whose
+// arguments hold the node (a BUILD whose state names the call, an item
+// appended later): they follow that call, as `GET node ... POP`, since
+// written earlier they would need the call before it exists.
+//
 // A graph that no encoding of the target protocol can express is refused
 // with Errc::unsupported, naming the object and the lowest protocol that
 // works, at the offset of the opcode that created the object: extension

@@ -281,6 +281,21 @@ TEST_CASE("pickle_vm: effects go before the result when made before it or when t
   }
 }
 
+TEST_CASE("pickle_vm: globals are one node per name; builtin calls fold whatever was done to them") {
+  auto p = PickleBuilder().proto(4).mark()
+               .stack_global("m", "C").stack_global("m", "C").global("m", "C")
+               .global("_codecs", "encode").memoize().op(op::EMPTY_DICT).op(op::BUILD)
+               .short_binunicode("b").short_binunicode("latin1").op(op::TUPLE2).op(op::REDUCE)
+               .op(op::TUPLE).stop();
+  Graph g = must_load(p);
+  const auto v = g.items(g.root());
+  REQUIRE(v.size() == 4);
+  CHECK(v[0] == v[1]);
+  CHECK(v[1] == v[2]);
+  CHECK(g.kind(v[3]) == Kind::bytes);
+  CHECK(g.text(v[3]) == "b");
+}
+
 TEST_CASE("pickle_vm: Op::at places a mutation among the creations") {
   // obj = f(); l = [obj]; c = g(l); BUILD obj with c (after c was made)
   auto p = PickleBuilder().proto(2).global("m", "f").op(op::EMPTY_TUPLE).op(op::REDUCE).binput(0)

@@ -491,6 +491,33 @@ TEST_CASE("pickle_writer: every call is written once, distinct objects stay dist
       CHECK(hex(again->pickle) == hex(r->pickle));
     }
   }
+  SUBCASE("a global with a BUILD, the same global in CPython's bytes lowering below 3") {
+    // m.f(_codecs.encode('b', 'latin1')) dropped; result _codecs.encode after a BUILD
+    // (found by the fuzzer). Below 3 the writer writes the bytes with the same
+    // global, already built: it must still read back as bytes.
+    const Buffer p = PickleBuilder()
+                         .global("m", "f").mark().global("_codecs", "encode").put("0")
+                         .mark().unicode_text("b").unicode_text("latin1").op(op::TUPLE).op(op::REDUCE)
+                         .op(op::TUPLE).op(op::REDUCE)
+                         .get("0").mark().unicode_text("x").op(op::TUPLE).op(op::BUILD).stop()
+                         .bytes();
+    for (int target = 0; target <= 5; ++target) {
+      CAPTURE(target);
+      auto r = recode_to(p, target);
+      REQUIRE(r);
+      auto g = load(r->pickle);
+      REQUIRE(g);
+      CHECK(g->kind(g->root()) == Kind::global);
+      CHECK(g->node(g->root()).ops != Graph::kEnd);
+      REQUIRE(g->effects().size() == 1);
+      CHECK(g->effects_before() == 0);
+      const NodeId arg = g->items(g->node(g->effects()[0]).b).at(0);
+      CHECK(g->kind(arg) == Kind::bytes);
+      auto again = recode_to(r->pickle, target);
+      REQUIRE(again);
+      CHECK(hex(again->pickle) == hex(r->pickle));
+    }
+  }
   SUBCASE("items added after a call that holds their container") {
     // l = []; call = m.f(l); l.append(call); d = {}; call2 = m.g(d); d['k'] = call2;
     // s = set(); call3 = m.h(s); s.add(call3); s.add(1); result (call, call2, call3, s)
