@@ -28,7 +28,6 @@ DASKCAPS_SOURCE_DIR. Run by /usr/bin/python3 (it has numpy).
 """
 import ast
 import collections
-import copyreg
 import datetime
 import decimal
 import io
