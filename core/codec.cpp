@@ -54,20 +54,50 @@ Error too_large(std::uint64_t size, std::uint64_t limit, std::string_view codec)
                         " (--max-decompressed-bytes)");
 }
 
+// Compressors write into a per-thread scratch buffer as large as the codec's
+// bound and return an exact-size copy: the bound (about the input's size) is
+// then neither zeroed for every frame nor kept alive next to every output
+// frame until it is written. The scratch grows to the largest bound a thread
+// has needed and lives as long as the thread.
+template <typename F>
+Result<Buffer> compress_via_scratch(std::size_t bound, F&& compress_into) {
+  thread_local Buffer scratch;
+  if (scratch.size() < bound) {
+    scratch = Buffer();  // drop the old one before the new one is allocated
+    scratch.resize(bound);
+  }
+  Result<std::size_t> written = compress_into(scratch.data(), bound);
+  if (!written) return std::move(written).error();
+  return Buffer(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(*written));
+}
+
+// One zstd compression context per thread, reused: ZSTD_compress would make
+// and free one (several MiB of tables at level 3) for every frame. The
+// output is the same.
+ZSTD_CCtx* thread_zstd_context() {
+  struct Holder {
+    ZSTD_CCtx* cctx = ZSTD_createCCtx();
+    ~Holder() { ZSTD_freeCCtx(cctx); }
+  };
+  thread_local Holder holder;
+  return holder.cctx;
+}
+
 Result<Buffer> lz4_compress(ByteSpan in) {
   if (in.size() > static_cast<std::size_t>(LZ4_MAX_INPUT_SIZE))
     return make_error(Errc::unsupported, "lz4 cannot compress " + std::to_string(in.size()) +
                                              " bytes in one block");
   const int bound = LZ4_compressBound(static_cast<int>(in.size()));
-  Buffer out(4 + static_cast<std::size_t>(bound));
-  const std::uint32_t n = static_cast<std::uint32_t>(in.size());
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<std::uint8_t>(n >> (8 * i));
-  const int written = LZ4_compress_default(reinterpret_cast<const char*>(in.data()),
-                                           reinterpret_cast<char*>(out.data() + 4),
-                                           static_cast<int>(in.size()), bound);
-  if (written <= 0 && !in.empty()) return make_error(Errc::codec_failed, "lz4 compression failed");
-  out.resize(4 + static_cast<std::size_t>(written));
-  return out;
+  auto into = [&](std::uint8_t* out, std::size_t) -> Result<std::size_t> {
+    const std::uint32_t n = static_cast<std::uint32_t>(in.size());
+    for (int i = 0; i < 4; ++i) out[i] = static_cast<std::uint8_t>(n >> (8 * i));
+    const int written = LZ4_compress_default(reinterpret_cast<const char*>(in.data()),
+                                             reinterpret_cast<char*>(out + 4), static_cast<int>(in.size()),
+                                             bound);
+    if (written <= 0 && !in.empty()) return make_error(Errc::codec_failed, "lz4 compression failed");
+    return 4 + static_cast<std::size_t>(std::max(written, 0));
+  };
+  return compress_via_scratch(4 + static_cast<std::size_t>(bound), into);
 }
 
 Result<Buffer> lz4_decompress(ByteSpan in, std::uint64_t max_output) {
@@ -94,12 +124,15 @@ Result<Buffer> lz4_decompress(ByteSpan in, std::uint64_t max_output) {
 }
 
 Result<Buffer> zstd_compress(ByteSpan in, int level) {
-  Buffer out(ZSTD_compressBound(in.size()));
-  const std::size_t written = ZSTD_compress(out.data(), out.size(), in.data(), in.size(), level);
-  if (ZSTD_isError(written))
-    return make_error(Errc::codec_failed, std::string("zstd: ") + ZSTD_getErrorName(written));
-  out.resize(written);
-  return out;
+  ZSTD_CCtx* cctx = thread_zstd_context();
+  if (cctx == nullptr) return make_error(Errc::codec_failed, "zstd: out of memory");
+  auto into = [&](std::uint8_t* out, std::size_t cap) -> Result<std::size_t> {
+    const std::size_t written = ZSTD_compressCCtx(cctx, out, cap, in.data(), in.size(), level);
+    if (ZSTD_isError(written))
+      return make_error(Errc::codec_failed, std::string("zstd: ") + ZSTD_getErrorName(written));
+    return written;
+  };
+  return compress_via_scratch(ZSTD_compressBound(in.size()), into);
 }
 
 Result<Buffer> zstd_decompress(ByteSpan in, std::uint64_t max_output) {
@@ -154,9 +187,13 @@ Result<Buffer> zstd_decompress(ByteSpan in, std::uint64_t max_output) {
 }
 
 Result<Buffer> snappy_compress(ByteSpan in) {
-  std::string out;
-  snappy::Compress(reinterpret_cast<const char*>(in.data()), in.size(), &out);
-  return Buffer(out.begin(), out.end());
+  auto into = [&](std::uint8_t* out, std::size_t) -> Result<std::size_t> {
+    std::size_t written = 0;
+    snappy::RawCompress(reinterpret_cast<const char*>(in.data()), in.size(), reinterpret_cast<char*>(out),
+                        &written);
+    return written;
+  };
+  return compress_via_scratch(snappy::MaxCompressedLength(in.size()), into);
 }
 
 Result<Buffer> snappy_decompress(ByteSpan in, std::uint64_t max_output) {
@@ -172,12 +209,13 @@ Result<Buffer> snappy_decompress(ByteSpan in, std::uint64_t max_output) {
 }
 
 Result<Buffer> zlib_compress(ByteSpan in, int level) {
-  uLongf bound = compressBound(static_cast<uLong>(in.size()));
-  Buffer out(bound);
-  const int rc = compress2(out.data(), &bound, in.data(), static_cast<uLong>(in.size()), level);
-  if (rc != Z_OK) return make_error(Errc::codec_failed, "zlib compression failed (" + std::to_string(rc) + ")");
-  out.resize(bound);
-  return out;
+  auto into = [&](std::uint8_t* out, std::size_t cap) -> Result<std::size_t> {
+    uLongf written = static_cast<uLongf>(cap);
+    const int rc = compress2(out, &written, in.data(), static_cast<uLong>(in.size()), level);
+    if (rc != Z_OK) return make_error(Errc::codec_failed, "zlib compression failed (" + std::to_string(rc) + ")");
+    return static_cast<std::size_t>(written);
+  };
+  return compress_via_scratch(compressBound(static_cast<uLong>(in.size())), into);
 }
 
 Result<Buffer> zlib_decompress(ByteSpan in, std::uint64_t max_output) {
