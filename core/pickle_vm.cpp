@@ -572,7 +572,12 @@ void Machine::discard(NodeId id) {
       if (head != Graph::kEnd) anchor = g_.pool_[g_.segments_[head].off];
     }
   }
-  if (anchor != kNoNode && !Graph::is_immediate(anchor) && anchor < id && is_open(g_.nodes_[anchor].kind)) {
+  // Not on a global: a class or function reached by name is not the object
+  // a call acts on the way an instance is (copyreg.__newobj__(cls) names
+  // its class first), and hanging the call there would move it to wherever
+  // the writer first names that global, inside some other call's arguments.
+  if (anchor != kNoNode && !Graph::is_immediate(anchor) && anchor < id && is_open(g_.nodes_[anchor].kind) &&
+      g_.nodes_[anchor].kind != Kind::global) {
     const NodeId one[1] = {id};
     g_.add_op(anchor, OpKind::effect, one);
     dropped_.push_back({id, anchor});

@@ -566,6 +566,27 @@ TEST_CASE("pickle_writer: every call is written once, distinct objects stay dist
       REQUIRE(again);
       CHECK(hex(again->pickle) == hex(r->pickle));
     }
+  }  SUBCASE("a dropped call on a class is not moved into another call's arguments") {
+    // m.C() by NEWOBJ, dropped, then m.C() again as the result (found by the
+    // fuzzer). Below 2 both become copyreg.__newobj__(m.C): read back, the
+    // dropped one must stay before the result, not move to where the writer
+    // first names m.C, inside the result's own argument tuple.
+    const Buffer p = PickleBuilder().global("m", "C").op(op::EMPTY_TUPLE).op(op::NEWOBJ)
+                         .global("m", "C").op(op::EMPTY_TUPLE).op(op::NEWOBJ).stop()
+                         .bytes();
+    for (int target = 0; target <= 5; ++target) {
+      CAPTURE(target);
+      auto r = recode_to(p, target);
+      REQUIRE(r);
+      CHECK(runs_of(r->pickle, op::REDUCE) + runs_of(r->pickle, op::NEWOBJ) == 2);
+      auto g = load(r->pickle);
+      REQUIRE(g);
+      CHECK(g->effects().size() == 1);
+      CHECK(g->effects_before() == 1);
+      auto again = recode_to(r->pickle, target);
+      REQUIRE(again);
+      CHECK(hex(again->pickle) == hex(r->pickle));
+    }
   }
 }
 
