@@ -38,6 +38,17 @@
 // appended later): they follow that call, as `GET node ... POP`, since
 // written earlier they would need the call before it exists.
 //
+// Order, and what is not kept: per object, its mutations keep their order
+// and the calls that need them. Across objects the writer follows the
+// result's structure, not the input's opcode order, so two mutations on
+// different objects (APPEND on one, BUILD on another), or a value the
+// pickle dropped and a GET of a result already built, may come out in the
+// other order; and an existing object appended to a list after a call that
+// holds the list is written before that call. The same objects and the same
+// calls, each made once; only a pickle whose methods have side effects on
+// each other can tell the order apart. CPython's pickler writes every
+// object's mutations right after it, so its pickles recode to themselves.
+//
 // A graph that no encoding of the target protocol can express is refused
 // with Errc::unsupported, naming the object and the lowest protocol that
 // works, at the offset of the opcode that created the object: extension
