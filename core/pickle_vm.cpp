@@ -527,10 +527,29 @@ bool Machine::fold_add(NodeId id) {
            !(g_.nodes_[n].flags & (Graph::kShared | Graph::kMemoized));
   };
   const Graph::Node& call = g_.nodes_[id];
-  if (!lone(id, Kind::reduce) || !lone(call.a, Kind::reduce) || !lone(call.b, Kind::tuple) ||
-      g_.item_count(call.b) != 1) {
-    return false;
+  if (!lone(id, Kind::reduce) || !lone(call.b, Kind::tuple) || g_.item_count(call.b) != 1) return false;
+  auto add_to = [&](NodeId target) {
+    const NodeId item[1] = {g_.items(call.b)[0]};
+    if (g_.nodes_[target].kind == Kind::set) {
+      g_.append_items(target, item);
+    } else {
+      g_.add_op(target, OpKind::additems, item);
+    }
+    return true;
+  };
+  // On a global, reduce_node has already read getattr(Outer, 'add') as the
+  // global Outer.add (a nested class), keeping Outer as its c().
+  if (lone(call.a, Kind::global)) {
+    const Graph::Node& method = g_.nodes_[call.a];
+    const NodeId parent = method.c();
+    const std::string_view qualname = g_.text(method.b);
+    if (parent == kNoNode || Graph::is_immediate(parent) || g_.nodes_[parent].kind != Kind::global ||
+        !qualname.ends_with(".add") || g_.text(g_.nodes_[parent].b) != qualname.substr(0, qualname.size() - 4)) {
+      return false;
+    }
+    return add_to(parent);
   }
+  if (!lone(call.a, Kind::reduce)) return false;
   const Graph::Node& method = g_.nodes_[call.a];
   if (g_.kind(method.a) != Kind::global || !lone(method.b, Kind::tuple) ||
       g_.item_count(method.b) != 2) {
@@ -541,15 +560,8 @@ bool Machine::fold_add(NodeId id) {
   const NodeId target = g_.pool_[g_.segments_[g_.nodes_[method.b].items].off];
   const NodeId name = g_.items(method.b)[1];
   if (g_.kind(name) != Kind::str || g_.text(name) != "add" || Graph::is_immediate(target)) return false;
-  const Kind tk = g_.nodes_[target].kind;
-  if (!is_open(tk)) return false;
-  const NodeId item[1] = {g_.items(call.b)[0]};
-  if (tk == Kind::set) {
-    g_.append_items(target, item);
-  } else {
-    g_.add_op(target, OpKind::additems, item);
-  }
-  return true;
+  if (!is_open(g_.nodes_[target].kind)) return false;
+  return add_to(target);
 }
 
 void Machine::discard(NodeId id) {
@@ -732,7 +744,9 @@ NodeId Machine::reduce_node(NodeId fn, NodeId args, std::uint64_t at) {
         const std::string qualname = std::string(g_.text(parent.b)) + "." + std::string(g_.text(items[1]));
         const NodeId module_node = parent.a;
         const NodeId name_node = g_.add_owned(Kind::str, qualname, at);
-        return g_.add_node(Kind::global, module_node, name_node, kNoNode, at);
+        // c() keeps the parent: getattr(obj, 'add')(item) is also how the
+        // writer puts ADDITEMS on a non-set below 4 (fold_add).
+        return g_.add_node(Kind::global, module_node, name_node, items[0], at);
       }
     }
   }

@@ -61,6 +61,17 @@ std::string hex(ByteSpan b) { return testsupport::to_hex(b); }
 
 }  // namespace
 
+namespace {
+
+// How many times `code` runs when `p` loads: a pickle has no loops.
+std::size_t runs_of(ByteSpan p, std::uint8_t code) {
+  std::size_t n = 0;
+  for (const Instruction& in : opcodes(p)) n += in.code() == code;
+  return n;
+}
+
+}  // namespace
+
 TEST_CASE("pickle_writer: recoding CPython's pickles gives CPython's pickles") {
   int compared = 0;
   for (const auto& obj : testsupport::pickle_corpus()) {
@@ -196,6 +207,22 @@ TEST_CASE("pickle_writer: lower protocols get CPython's fallbacks") {
     REQUIRE(again);
     CHECK(hex(again->pickle) == hex(r->pickle));
   }
+  SUBCASE("ADDITEMS on a global below 4 reads back as ADDITEMS, not as the nested class m.C.add") {
+    // Found by the fuzzer: getattr(m.C, 'add') is also how a nested class is
+    // written below 4, and read as the global m.C.add it would have written
+    // once, so re-reading made one getattr call where there were two.
+    auto p = PickleBuilder().proto(4).stack_global("m", "C").mark().binint1(5).binint1(6).op(op::ADDITEMS).stop();
+    auto r = recode_to(p, 2);
+    REQUIRE(r);
+    CHECK(runs_of(r->pickle, op::REDUCE) == 4);
+    auto g = load(r->pickle);
+    REQUIRE(g);
+    REQUIRE(g->node(g->root()).ops != Graph::kEnd);
+    CHECK(g->op(g->node(g->root()).ops).kind == OpKind::additems);
+    auto again = recode_to(r->pickle, 2);
+    REQUIRE(again);
+    CHECK(hex(again->pickle) == hex(r->pickle));
+  }
 }
 
 TEST_CASE("pickle_writer: refusals name the object and the lowest protocol that works") {
@@ -308,13 +335,6 @@ TEST_CASE("pickle_writer: state_setter calls are written as CPython's save_reduc
 }
 
 namespace {
-
-// How many times `code` runs when `p` loads: a pickle has no loops.
-std::size_t runs_of(ByteSpan p, std::uint8_t code) {
-  std::size_t n = 0;
-  for (const Instruction& in : opcodes(p)) n += in.code() == code;
-  return n;
-}
 
 // The fuzzer's find (tests/fuzz/regressions/pickle/
 // recursive-call-via-build-state-effect-on-unreachable-list), protocol 0:
