@@ -1169,6 +1169,15 @@ bool Writer::save_complex(NodeId id) {
         }
         const OutOfBandBuffer& buf = g_.buffers()[index];
         const bool readonly = (n.flags & Graph::kReadonly) || !buf.writeable;
+        if (readonly && n.ops != kEnd) {
+          // In band it would be bytes, which takes no APPEND/SETITEM/BUILD:
+          // the output would not load (found by fuzz_pickle).
+          return fail(make_error(Errc::unsupported,
+                                 "cannot write read-only out-of-band buffer " + std::to_string(index) +
+                                     " in band: the pickle changes it (APPEND, SETITEM, ADDITEMS or BUILD), "
+                                     "which bytes do not take; keep it out of band (protocol 5, no inlining)",
+                                 g_.source_offset(id)));
+        }
         memo_[id] = readonly ? save_bytes_like(buf.data, id) : save_bytearray_like(buf.data, id);
         if (failed_) return false;
       }
