@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/limits.h"
+#include "core/msgpack.h"
 #include "core/result.h"
 
 namespace CLI {
@@ -41,6 +42,11 @@ void print_error_line(std::string_view text);
 
 /// Starts a JSON document whose first key is "schema".
 Json json_document(std::string_view schema);
+
+/// A msgpack value as JSON: str, int, float, bool, nil, arrays and maps map
+/// directly; map keys that are not strings, bin/ext values and non-finite
+/// floats become their Python-like repr (msgpack::repr).
+Json msgpack_to_json(const msgpack::Value& v);
 
 /// Prints a JSON document and a newline to stdout.
 void print_json(const Json& doc);

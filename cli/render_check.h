@@ -12,11 +12,6 @@ namespace daskcaps::cli {
 
 inline constexpr const char* kCheckSchema = "dask-caps.check/1";
 
-/// A msgpack value as JSON: str, int, float, bool, nil, arrays and maps map
-/// directly; map keys that are not strings and bin/ext values become their
-/// Python-like repr (msgpack::repr).
-Json msgpack_to_json(const msgpack::Value& v);
-
 Json check_report_json(const report::Report& report);
 void render_check_text(const report::Report& report, std::ostream& out);
 

@@ -8,33 +8,6 @@ namespace daskcaps::cli {
 
 namespace {
 
-Json msgpack_to_json(const msgpack::Value& v) {
-  using msgpack::Type;
-  switch (v.type()) {
-    case Type::nil: return nullptr;
-    case Type::boolean: return v.as_bool();
-    case Type::int_:
-      if (v.as_int().negative) return v.as_int().i;
-      return v.as_int().u;
-    case Type::float32:
-    case Type::float64: return v.as_double();
-    case Type::str: return v.as_str();
-    case Type::bin:
-    case Type::ext: return msgpack::repr(v, 64);
-    case Type::array: {
-      Json a = Json::array();
-      for (const auto& e : v.as_array()) a.push_back(msgpack_to_json(e));
-      return a;
-    }
-    case Type::map: {
-      Json m = Json::object();
-      for (const auto& [k, e] : v.as_map()) m[k.is_str() ? k.as_str() : msgpack::repr(k, 64)] = msgpack_to_json(e);
-      return m;
-    }
-  }
-  return nullptr;
-}
-
 Json array_json(const ArrayLayout& a) {
   Json j;
   j["library"] = a.library;
