@@ -33,6 +33,13 @@ Value dask_caps_entry(const Capabilities& c) {
 
 }  // namespace
 
+void prepare_replies(std::vector<Endpoint>& all, double started) {
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    all[i].handshake_message = framed(all[i].profile.handshake.to_msgpack());
+    all[i].identity_message = framed(identity_of(i, all, started));
+  }
+}
+
 msgpack::Value identity_of(std::size_t index, const std::vector<Endpoint>& all, double started) {
   const Endpoint& me = all[index];
   Value id = Value::map();
@@ -356,11 +363,7 @@ Result<std::unique_ptr<Server>> Server::start(std::vector<ListenerSpec> specs, c
   }
   const double started =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  for (std::size_t i = 0; i < impl.endpoints.size(); ++i) {
-    Endpoint& e = impl.endpoints[i];
-    e.handshake_message = framed(e.profile.handshake.to_msgpack());
-    e.identity_message = framed(identity_of(i, impl.endpoints, started));
-  }
+  prepare_replies(impl.endpoints, started);
   for (auto& l : impl.listeners) {
     epoll_event ev{};
     ev.events = EPOLLIN;

@@ -75,6 +75,10 @@ struct Endpoint {
 /// first Scheduler listener as its scheduler).
 msgpack::Value identity_of(std::size_t index, const std::vector<Endpoint>& all, double started);
 
+/// Fills every endpoint's framed handshake and identity reply (identity_of),
+/// once all addresses are known; `started` is the time the identities report.
+void prepare_replies(std::vector<Endpoint>& all, double started);
+
 /// The server side of one connection, without I/O.
 class ServerSession {
  public:

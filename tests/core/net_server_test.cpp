@@ -25,10 +25,7 @@ std::vector<server::Endpoint> endpoints() {
   w.address = *net::parse_address("tcp://127.0.0.1:9000");
   w.profile.type = "Worker";
   std::vector<server::Endpoint> all{e, w};
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    all[i].handshake_message = rpc::encode_msgpack_message(all[i].profile.handshake.to_msgpack());
-    all[i].identity_message = rpc::encode_msgpack_message(server::identity_of(i, all, 1.5));
-  }
+  server::prepare_replies(all, 1.5);
   return all;
 }
 
