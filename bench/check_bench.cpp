@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "core/caps_report.h"
-#include "core/net.h"
-#include "core/rpc.h"
-#include "core/survey.h"
+#include "core/caps/caps_report.h"
+#include "core/net/net.h"
+#include "core/net/rpc.h"
+#include "core/net/survey.h"
 
 using namespace daskcaps;
 

@@ -5,7 +5,7 @@
 
 Round trip against a real 2022.12.1 scheduler on 127.0.0.1:
   - Python in process: distributed.comm.connect (handshake) + identity + close
-  - C++ in process: bench/check_bench (core/rpc.h query_endpoint: connect,
+  - C++ in process: bench/check_bench (core/net/rpc.h query_endpoint: connect,
     handshake, identity, versions, close)
   - the CLI, one process per check: `dask-caps check --json --as PROBE ADDR`
     (with --as, no Python is started to probe this host)

@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "core/codec.h"
-#include "core/message.h"
-#include "core/serialized.h"
+#include "core/wire/codec.h"
+#include "core/wire/message.h"
+#include "core/wire/serialized.h"
 #include "formats/raw_stream.h"
 
 using namespace daskcaps;

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "core/msgpack.h"
+#include "core/wire/msgpack.h"
 
 #ifdef DASKCAPS_HAVE_MSGPACK_CXX
 #define MSGPACK_NO_BOOST

@@ -19,8 +19,8 @@
 #include <time.h>
 #include <vector>
 
-#include "core/pickle.h"
-#include "core/pickle_alloc.h"
+#include "core/pickle/pickle.h"
+#include "core/pickle/detail/pickle_alloc.h"
 
 using namespace daskcaps;
 

@@ -1,9 +1,9 @@
 // dask-caps check ENDPOINT [ENDPOINT...] [--json] [--fail-on info|warning|error]
 //   [--timeout S] [--workers] [--as PROBE] [--tls-ca-file F --tls-cert F --tls-key F]
 //
-// Wires options into core: probe files are read (core/probe_file.h), live
-// endpoints queried (core/rpc.h; --workers surveys with core/survey.h), the
-// report built (core/caps_report.h) and rendered (cli/render_check.h).
+// Wires options into core: probe files are read (core/caps/probe_file.h), live
+// endpoints queried (core/net/rpc.h; --workers surveys with core/net/survey.h), the
+// report built (core/caps/caps_report.h) and rendered (cli/render_check.h).
 //
 // Policy:
 //   - ENDPOINT is a probe file when such a file exists, else an address.
@@ -27,13 +27,13 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/render_check.h"
-#include "core/caps.h"
-#include "core/caps_report.h"
-#include "core/net.h"
-#include "core/probe.h"
-#include "core/probe_file.h"
-#include "core/rpc.h"
-#include "core/survey.h"
+#include "core/caps/caps.h"
+#include "core/caps/caps_report.h"
+#include "core/net/net.h"
+#include "core/caps/probe.h"
+#include "core/caps/probe_file.h"
+#include "core/net/rpc.h"
+#include "core/net/survey.h"
 
 namespace daskcaps::cli {
 

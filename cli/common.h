@@ -8,10 +8,10 @@
 #include <string>
 #include <string_view>
 
-#include "core/error.h"
-#include "core/limits.h"
-#include "core/msgpack.h"
-#include "core/result.h"
+#include "core/base/error.h"
+#include "core/base/limits.h"
+#include "core/wire/msgpack.h"
+#include "core/base/result.h"
 
 namespace CLI {
 class App;
@@ -51,7 +51,7 @@ Json msgpack_to_json(const msgpack::Value& v);
 /// Prints a JSON document and a newline to stdout.
 void print_json(const Json& doc);
 
-/// Binds the input limits of core/limits.h as flags on a command.
+/// Binds the input limits of core/base/limits.h as flags on a command.
 void add_limit_flags(CLI::App& cmd, Limits& limits);
 
 }  // namespace daskcaps::cli

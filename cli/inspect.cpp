@@ -1,8 +1,8 @@
 // dask-caps inspect DUMP [--json] [--message N] [--dis]
 // Decodes captured Dask traffic and describes every message without
 // executing anything. Thin: reading is in formats/ (raw streams, pcap and
-// pcapng with TCP reassembly), the description in core/describe.h, the
-// negotiation in core/caps.h, the rendering in cli/render_inspect.cpp.
+// pcapng with TCP reassembly), the description in core/recode/describe.h, the
+// negotiation in core/caps/caps.h, the rendering in cli/render_inspect.cpp.
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdio>
@@ -15,9 +15,9 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/render_inspect.h"
-#include "core/caps.h"
-#include "core/describe.h"
-#include "core/message.h"
+#include "core/caps/caps.h"
+#include "core/recode/describe.h"
+#include "core/wire/message.h"
 #include "formats/capture.h"
 #include "formats/raw_stream.h"
 

@@ -15,10 +15,10 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "core/atomic_file.h"
-#include "core/msgpack.h"
-#include "core/probe.h"
-#include "core/probe_file.h"
+#include "core/base/atomic_file.h"
+#include "core/wire/msgpack.h"
+#include "core/caps/probe.h"
+#include "core/caps/probe_file.h"
 
 namespace daskcaps::cli {
 

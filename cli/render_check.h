@@ -1,12 +1,12 @@
-// Rendering of the check report (core/caps_report.h) as JSON (schema
+// Rendering of the check report (core/caps/caps_report.h) as JSON (schema
 // dask-caps.check/1, keys are contract: DESIGN.md `check`) and as text.
 #pragma once
 
 #include <ostream>
 
 #include "cli/common.h"
-#include "core/caps_report.h"
-#include "core/msgpack.h"
+#include "core/caps/caps_report.h"
+#include "core/wire/msgpack.h"
 
 namespace daskcaps::cli {
 

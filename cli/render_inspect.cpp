@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "core/bytes.h"
+#include "core/base/bytes.h"
 
 namespace daskcaps::cli {
 

@@ -1,11 +1,11 @@
-// Renders inspect reports (core/describe.h) as JSON or readable text.
+// Renders inspect reports (core/recode/describe.h) as JSON or readable text.
 #pragma once
 
 #include <ostream>
 #include <string>
 
 #include "cli/common.h"
-#include "core/describe.h"
+#include "core/recode/describe.h"
 
 namespace daskcaps::cli {
 

@@ -2,7 +2,7 @@
 //   [--as PROBE] [--compression C] [--pickle-protocol N] [--python X.Y.Z]
 //   [--gpu] [--codecs LIST] [--dask-version V]
 //
-// Builds a server::Profile and runs core/net_server.h until SIGINT/SIGTERM.
+// Builds a server::Profile and runs core/net/net_server.h until SIGINT/SIGTERM.
 //
 // Where the capabilities come from, in order:
 //   1. --as PROBE: its handshake, capabilities, Python and packages;
@@ -33,11 +33,11 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "core/caps.h"
-#include "core/net.h"
-#include "core/net_server.h"
-#include "core/probe.h"
-#include "core/probe_file.h"
+#include "core/caps/caps.h"
+#include "core/net/net.h"
+#include "core/net/net_server.h"
+#include "core/caps/probe.h"
+#include "core/caps/probe_file.h"
 
 namespace daskcaps::cli {
 

@@ -1,7 +1,7 @@
 // dask-caps transcode IN -o OUT [--codec ...] [--pickle-protocol ...]
 //                               [--layout keep|cpu] [--threads N]
 // Recodes captured Dask traffic for a recipient. Thin: reading is in
-// formats/, recoding in core/transcode.h, the output in core/atomic_file.h.
+// formats/, recoding in core/recode/transcode.h, the output in core/base/atomic_file.h.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,10 +19,10 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "core/atomic_file.h"
-#include "core/endpoint.h"
-#include "core/frames.h"
-#include "core/transcode.h"
+#include "core/base/atomic_file.h"
+#include "core/caps/endpoint.h"
+#include "core/wire/frames.h"
+#include "core/recode/transcode.h"
 #include "formats/capture.h"
 #include "formats/raw_stream.h"
 

@@ -32,9 +32,9 @@
 #include <string>
 #include <vector>
 
-#include "core/bytes.h"
-#include "core/limits.h"
-#include "core/result.h"
+#include "core/base/bytes.h"
+#include "core/base/limits.h"
+#include "core/base/result.h"
 #include "formats/pcap.h"
 #include "formats/tcp_reassembly.h"
 

@@ -1,6 +1,6 @@
 #include "formats/message_stream.h"
 
-#include "core/byte_reader.h"
+#include "core/base/byte_reader.h"
 
 namespace daskcaps::formats {
 

@@ -1,5 +1,5 @@
 // MessageExtractor: turns one direction of a Dask TCP conversation, fed as
-// contiguous chunks, into whole messages (core/frames.h decodes each one).
+// contiguous chunks, into whole messages (core/wire/frames.h decodes each one).
 //
 // Raw stream files, pcap TCP reassembly and live sockets all feed it. It
 // keeps at most one partial message plus the unread tail of the last chunk,
@@ -19,10 +19,10 @@
 #include <optional>
 #include <vector>
 
-#include "core/bytes.h"
-#include "core/frames.h"
-#include "core/limits.h"
-#include "core/result.h"
+#include "core/base/bytes.h"
+#include "core/wire/frames.h"
+#include "core/base/limits.h"
+#include "core/base/result.h"
 
 namespace daskcaps::formats {
 

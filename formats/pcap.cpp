@@ -9,7 +9,7 @@
 #include <cstring>
 #include <set>
 
-#include "core/byte_reader.h"
+#include "core/base/byte_reader.h"
 
 namespace daskcaps::formats::pcap {
 

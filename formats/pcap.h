@@ -58,8 +58,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/bytes.h"
-#include "core/result.h"
+#include "core/base/bytes.h"
+#include "core/base/result.h"
 
 namespace daskcaps::formats::pcap {
 

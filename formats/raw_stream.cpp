@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/frames.h"
+#include "core/wire/frames.h"
 
 namespace daskcaps::formats {
 

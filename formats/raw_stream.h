@@ -18,9 +18,9 @@
 #include <optional>
 #include <string>
 
-#include "core/bytes.h"
-#include "core/limits.h"
-#include "core/result.h"
+#include "core/base/bytes.h"
+#include "core/base/limits.h"
+#include "core/base/result.h"
 #include "formats/message_stream.h"
 
 namespace daskcaps::formats {

@@ -47,8 +47,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/bytes.h"
-#include "core/limits.h"
+#include "core/base/bytes.h"
+#include "core/base/limits.h"
 #include "formats/message_stream.h"
 #include "formats/pcap.h"
 

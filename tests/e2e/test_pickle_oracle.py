@@ -467,11 +467,11 @@ def expected_globals(data):
 
 def check_tables():
     gen = os.path.join(SOURCE_DIR, "tests", "tools", "pickle_gen_tables.py")
-    have = open(os.path.join(SOURCE_DIR, "core", "pickle_tables.cpp")).read()
+    have = open(os.path.join(SOURCE_DIR, "core", "pickle", "detail", "pickle_tables.cpp")).read()
     want = subprocess.run([sys.executable, gen], check=True, capture_output=True, text=True).stdout
     strip = lambda s: s.split("\n", 2)[2]  # the header names the Python version
     if strip(have) != strip(want):
-        fail("core/pickle_tables.cpp differs from what tests/tools/pickle_gen_tables.py generates")
+        fail("core/pickle/detail/pickle_tables.cpp differs from what tests/tools/pickle_gen_tables.py generates")
 
 
 def pickletester_data():

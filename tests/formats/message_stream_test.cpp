@@ -2,7 +2,7 @@
 
 #include <doctest/doctest.h>
 
-#include "core/byte_writer.h"
+#include "core/base/byte_writer.h"
 
 #include "support/dask_builder.h"
 

@@ -1,4 +1,4 @@
-// fuzz_codec: every frame codec's decoder (core/codec.h) on untrusted
+// fuzz_codec: every frame codec's decoder (core/wire/codec.h) on untrusted
 // frames, and the encoders and Dask's maybe_compress rule on what decodes.
 //
 // Input: byte 0 picks the codec (bits 0-1: lz4, zstd, snappy, zlib; bit 2:
@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "core/codec.h"
+#include "core/wire/codec.h"
 #include "fuzz_common.h"
 
 using namespace daskcaps;

@@ -14,8 +14,8 @@
 #include <cstdlib>
 #include <span>
 
-#include "core/bytes.h"
-#include "core/limits.h"
+#include "core/base/bytes.h"
+#include "core/base/limits.h"
 
 namespace fuzzsupport {
 

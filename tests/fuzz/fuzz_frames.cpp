@@ -1,4 +1,4 @@
-// fuzz_frames: Dask wire framing (core/frames.h decode_frames) and the
+// fuzz_frames: Dask wire framing (core/wire/frames.h decode_frames) and the
 // chunked, resynchronising MessageExtractor (formats/message_stream.h).
 //
 // Input: byte 0 seeds the chunk sizes, byte 1 places a gap, the rest is a
@@ -20,7 +20,7 @@
 #include <optional>
 #include <vector>
 
-#include "core/frames.h"
+#include "core/wire/frames.h"
 #include "formats/message_stream.h"
 #include "fuzz_common.h"
 

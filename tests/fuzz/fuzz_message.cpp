@@ -1,6 +1,6 @@
 // fuzz_message: the message model and everything `inspect` and `transcode`
-// run on a message: core/message.h parse_message / assemble_message,
-// core/describe.h describe_message, core/transcode.h transcode_message
+// run on a message: core/wire/message.h parse_message / assemble_message,
+// core/recode/describe.h describe_message, core/recode/transcode.h transcode_message
 // (which reaches the codecs, the pickle engine and the GPU layouts).
 //
 // Input: byte 0 picks the transcode options, byte 1 a few switches, the
@@ -21,10 +21,10 @@
 #include <memory>
 #include <vector>
 
-#include "core/describe.h"
-#include "core/frames.h"
-#include "core/message.h"
-#include "core/transcode.h"
+#include "core/recode/describe.h"
+#include "core/wire/frames.h"
+#include "core/wire/message.h"
+#include "core/recode/transcode.h"
 #include "fuzz_common.h"
 
 using namespace daskcaps;

@@ -1,4 +1,4 @@
-// fuzz_msgpack: the msgpack layer (core/msgpack.h) on arbitrary bytes.
+// fuzz_msgpack: the msgpack layer (core/wire/msgpack.h) on arbitrary bytes.
 //
 // Input: one msgpack document, as a Dask frame 0 or sub-header holds it.
 //
@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/byte_reader.h"
-#include "core/msgpack.h"
+#include "core/base/byte_reader.h"
+#include "core/wire/msgpack.h"
 #include "fuzz_common.h"
 
 using namespace daskcaps;

@@ -1,4 +1,4 @@
-// fuzz_pickle: the pickle engine (core/pickle.h): reader (symbolic
+// fuzz_pickle: the pickle engine (core/pickle/pickle.h): reader (symbolic
 // evaluation), disassembler, class references, and the writer for every
 // protocol (read -> write -> read).
 //
@@ -22,7 +22,7 @@
 // the order of its mutations and the calls that need them, but not the
 // relative order of mutations on different objects, nor where a dropped
 // value goes relative to a GET of a result that is already built
-// (core/pickle_writer.h). Re-reading its output can therefore move, say, an
+// (core/pickle/detail/pickle_writer.h). Re-reading its output can therefore move, say, an
 // APPEND on one object past a BUILD on another: the same objects and the
 // same calls, in an order that only hand-made pickles can tell apart (the
 // fuzzer found several; CPython's own pickles are fixed points, checked by
@@ -33,8 +33,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/pickle.h"
-#include "core/pickle_vm.h"
+#include "core/pickle/pickle.h"
+#include "core/pickle/detail/pickle_vm.h"
 #include "fuzz_common.h"
 
 using namespace daskcaps;

@@ -1,8 +1,8 @@
-// fuzz_rpc: what dask-caps reads from a live peer (core/rpc.h): the sans-I/O
+// fuzz_rpc: what dask-caps reads from a live peer (core/net/rpc.h): the sans-I/O
 // ClientSession of `check` (the peer's handshake, then the identity and
 // versions replies), handshake_from_msgpack and rpc::parse_reply on every
 // decoded frame 0; and the other way round, the ServerSession of `serve`
-// (core/net_server.h) fed the same bytes as what a client sends.
+// (core/net/net_server.h) fed the same bytes as what a client sends.
 //
 // Input: byte 0 seeds the chunk sizes (fuzz_common.h Chunker), byte 1:
 // bit 0 skip the identity request, bit 1 skip versions, bit 2 end with a
@@ -19,10 +19,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/handshake.h"
-#include "core/msgpack.h"
-#include "core/net_server.h"
-#include "core/rpc.h"
+#include "core/wire/handshake.h"
+#include "core/wire/msgpack.h"
+#include "core/net/net_server.h"
+#include "core/net/rpc.h"
 #include "fuzz_common.h"
 
 using namespace daskcaps;

@@ -6,10 +6,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/bytes.h"
-#include "core/codec.h"
-#include "core/frames.h"
-#include "core/msgpack.h"
+#include "core/base/bytes.h"
+#include "core/wire/codec.h"
+#include "core/wire/frames.h"
+#include "core/wire/msgpack.h"
 
 namespace testsupport {
 

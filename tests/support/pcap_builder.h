@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "core/byte_writer.h"
-#include "core/bytes.h"
-#include "core/frames.h"
-#include "core/msgpack.h"
+#include "core/base/byte_writer.h"
+#include "core/base/bytes.h"
+#include "core/wire/frames.h"
+#include "core/wire/msgpack.h"
 
 namespace testsupport::pcapb {
 

@@ -5,7 +5,7 @@
 //                .binint1(7).op(op::APPEND).stop();
 //
 // Every method appends the opcode and its argument exactly as the pickle
-// format lays them out (core/pickle_ops.h); nothing is checked, so broken
+// format lays them out (core/pickle/detail/pickle_ops.h); nothing is checked, so broken
 // pickles are as easy to write as good ones.
 #pragma once
 
@@ -14,8 +14,8 @@
 #include <string>
 #include <string_view>
 
-#include "core/bytes.h"
-#include "core/pickle_ops.h"
+#include "core/base/bytes.h"
+#include "core/pickle/detail/pickle_ops.h"
 
 namespace testsupport {
 

@@ -4,7 +4,7 @@
 
 #include <functional>
 
-#include "core/bytes.h"
+#include "core/base/bytes.h"
 
 namespace testsupport {
 

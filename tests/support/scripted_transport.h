@@ -8,8 +8,8 @@
 #include <deque>
 #include <string>
 
-#include "core/bytes.h"
-#include "core/net.h"
+#include "core/base/bytes.h"
+#include "core/net/net.h"
 
 namespace testsupport {
 

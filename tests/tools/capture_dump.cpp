@@ -26,8 +26,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "core/frames.h"
-#include "core/msgpack.h"
+#include "core/wire/frames.h"
+#include "core/wire/msgpack.h"
 #include "formats/capture.h"
 
 using namespace daskcaps;

@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "core/byte_reader.h"
-#include "core/byte_writer.h"
-#include "core/pickle.h"
+#include "core/base/byte_reader.h"
+#include "core/base/byte_writer.h"
+#include "core/pickle/pickle.h"
 
 using namespace daskcaps;
 

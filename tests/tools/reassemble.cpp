@@ -7,9 +7,9 @@
 #include <cstring>
 #include <string>
 
-#include "core/frames.h"
-#include "core/message.h"
-#include "core/serialized.h"
+#include "core/wire/frames.h"
+#include "core/wire/message.h"
+#include "core/wire/serialized.h"
 #include "formats/raw_stream.h"
 
 using namespace daskcaps;

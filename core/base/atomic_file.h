@@ -1,0 +1,52 @@
+// AtomicFile: an output file that appears under its name complete or not at
+// all. Bytes go to a temporary file beside the target (same directory, so
+// the final rename is atomic); commit() flushes it to disk and renames it
+// over the target. Destroying an AtomicFile that was not committed removes
+// the temporary file. A crash (SIGKILL, power loss) can leave only the
+// temporary ".NAME.XXXXXX" file, never a partial NAME.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/base/bytes.h"
+#include "core/base/result.h"
+
+namespace daskcaps {
+
+class AtomicFile {
+ public:
+  /// Creates the temporary file. Errc::not_found when the directory does not
+  /// exist, Errc::io otherwise; the error's context is `path`.
+  static Result<std::unique_ptr<AtomicFile>> create(const std::string& path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  /// Appends bytes (retrying short writes). Errors keep the temp file until
+  /// destruction.
+  Status write(ByteSpan bytes);
+  Status write(std::string_view text) { return write(as_bytes(text)); }
+  /// fsync, close and rename over the target.
+  Status commit();
+  /// Bytes written so far.
+  std::uint64_t size() const { return written_; }
+  const std::string& path() const { return path_; }
+  const std::string& temp_path() const { return temp_; }
+
+ private:
+  AtomicFile(std::string path, std::string temp, int fd) : path_(std::move(path)), temp_(std::move(temp)), fd_(fd) {}
+  Error fail(int err, std::string_view step) const;
+
+  std::string path_;
+  std::string temp_;
+  int fd_ = -1;
+  std::uint64_t written_ = 0;
+  bool committed_ = false;
+};
+
+/// Writes a whole buffer atomically (create, write, commit).
+Status write_file_atomically(const std::string& path, ByteSpan bytes);
+
+}  // namespace daskcaps

@@ -1,0 +1,211 @@
+// Capabilities and negotiation: what Dask negotiates between two peers, what
+// it should negotiate, and the findings that explain the difference.
+//
+// Dask's own rule (spec §2.4, identical in 2022.12 and newest): each side
+// computes, from its own handshake dict and the peer's,
+//   pickle-protocol = min(local, remote)
+//   compression     = local if local == remote (Python equality: "lz4" ==
+//                     "lz4", None == None, False == False) else None
+// and uses it only for what it *writes*. A dict without "pickle-protocol"
+// fails with ValueError "Your Dask versions may not be in sync"; one without
+// "compression" with a bare KeyError (spec §2.5). Newest releases
+// (distributed >= 2023.5.0) advertise None to a peer on the same host
+// (spec §2.3); 2022.12 advertises its configuration to everyone.
+//
+// The rule Dask should have (mission/seed-issue.txt): each side publishes the
+// ordered list of codecs it decodes; each direction is written with the first
+// codec of the *sender's* preference that the *receiver* decodes, else none;
+// pickle protocol = the highest both read; layout = "cpu" when the receiver
+// has no GPU. That is `recommend()`.
+//
+// Findings carry a stable code (DESIGN.md), a severity, a message that names
+// both peers and a hint that says what to install or which setting to change
+// on which host. Nothing here touches the network: peers come from probe
+// files, from this host's probe, or from what a live endpoint sent
+// (core/net/rpc.h), converted with the peer_from_* functions.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/wire/compression_value.h"
+#include "core/wire/handshake.h"
+#include "core/wire/msgpack.h"
+#include "core/caps/probe.h"
+
+namespace daskcaps {
+
+enum class Severity : std::uint8_t { info, warning, error };
+
+/// "info", "warning", "error".
+std::string_view to_string(Severity s);
+/// Parses the names above; nullopt for anything else.
+std::optional<Severity> severity_from_string(std::string_view s);
+
+/// The finding codes of DESIGN.md (stable: scripts match on them).
+namespace finding_code {
+inline constexpr std::string_view kCompressionMismatch = "compression-mismatch";
+inline constexpr std::string_view kCodecUnavailable = "codec-unavailable";
+inline constexpr std::string_view kPickleProtocolDowngrade = "pickle-protocol-downgrade";
+inline constexpr std::string_view kPythonVersionMismatch = "python-version-mismatch";
+inline constexpr std::string_view kHandshakeIncomplete = "handshake-incomplete";
+inline constexpr std::string_view kGpuToCpu = "gpu-to-cpu";
+inline constexpr std::string_view kPackageMismatch = "package-mismatch";
+inline constexpr std::string_view kUnreachable = "unreachable";
+}  // namespace finding_code
+
+struct Finding {
+  Severity severity = Severity::info;
+  std::string code;     // one of finding_code
+  std::string message;  // what happens, naming the peers
+  std::string hint;     // what to change, where
+};
+
+/// The most severe of a list; nullopt when empty.
+std::optional<Severity> worst_severity(std::span<const Finding> findings);
+
+/// Which release's handshake behaviour a peer has.
+enum class DaskRules : std::uint8_t {
+  v2022_12,  // up to 2023.4.x: advertises its configured codec to every peer
+  newest,    // 2023.5.0 on: advertises None to peers on the same host
+};
+/// v2022_12 for distributed < 2023.5.0 (or an unreadable version), else newest.
+DaskRules dask_rules_for_version(std::string_view distributed_version);
+
+/// One side of a connection as these rules see it.
+struct Peer {
+  std::string name;  // as reports name it: "tcp://10.0.0.5:8786", "this host", a file
+  std::string role;  // "Scheduler", "Worker", "Nanny", "client", "file", or ""
+  std::string host;  // host name or IP, for hints ("on host 10.0.0.5")
+  /// The Dask handshake dict it sends; nullopt when there is no Dask there
+  /// (a probe without Python).
+  std::optional<Handshake> handshake;
+  DaskRules rules = DaskRules::v2022_12;
+  /// Codecs it decodes, in the order it prefers to write them.
+  std::vector<std::string> codecs;
+  /// Codecs whose presence is not known (a live Dask peer's versions reply
+  /// cannot tell python-snappy apart from its absence). Never claimed missing.
+  std::vector<std::string> codecs_unknown;
+  std::int64_t max_pickle_protocol = 5;  // highest protocol it reads
+  std::optional<bool> gpu;               // nullopt: not known
+  std::string python;                    // "3.11.2", "" when not known
+  /// Package versions as Dask's `versions` reports them (nullopt: missing).
+  std::map<std::string, std::optional<std::string>> packages;
+  /// True when codecs/pickle/gpu were published (probe file, dask-caps
+  /// peer) rather than inferred from a Dask handshake and versions reply.
+  bool published = false;
+
+  bool decodes(std::string_view codec) const;
+  /// True only when the peer is known not to decode `codec`.
+  bool lacks(std::string_view codec) const;
+};
+
+/// A peer from a probe (this host, --as, or a probe file endpoint): its
+/// handshake, capabilities (codecs, pickle protocol, GPU), Python version and
+/// packages (python.packages plus dask and distributed).
+Peer peer_from_probe(const HostProbe& probe, std::string name, std::string role);
+
+/// A live peer from what it sent: its handshake and, when it answered, its
+/// `versions` reply ({"host": {...}, "packages": {...}}) and identity reply.
+/// Capabilities come from a "capabilities" entry in the handshake or the
+/// identity (published by dask-caps peers: {"codecs": [...],
+/// "max-pickle-protocol": N, "gpu": bool}); otherwise they are inferred: the
+/// advertised codec first, then lz4, snappy, zstd (when the versions reply
+/// lists lz4 / zstandard with a version; python-snappy reports no version,
+/// so snappy stays unknown unless advertised), then zlib (Python's stdlib);
+/// max pickle protocol = the handshake's (Python's HIGHEST_PROTOCOL); GPU
+/// from the identity's "gpu" metrics when present, else unknown.
+Peer peer_from_live(std::string name, std::string role, std::string host,
+                    const Handshake& handshake, const msgpack::Value* versions,
+                    const msgpack::Value* identity);
+
+/// "3.11.2" from "3.11.2.final.0" or "3.11.2"; "" when unreadable.
+std::string python_version_from_string(std::string_view s);
+
+// ---- Dask's rule -------------------------------------------------------
+
+struct DaskNegotiation {
+  bool ok = true;                 // false: Dask fails the connection
+  std::string failure;            // Python's error when !ok
+  CompressionValue compression;   // what each side writes with
+  std::int64_t pickle_protocol = 0;
+};
+
+/// Comm.handshake_configuration(local, remote) of both releases (spec §2.4,
+/// §2.5). Both sides compute the same result from the two dicts.
+DaskNegotiation dask_negotiate(const Handshake& local, const Handshake& remote);
+
+/// The dict a peer sends to another: its handshake, with compression None
+/// when it follows the newest rules and the other is on the same host.
+Handshake advertised_to(const Peer& peer, bool same_host);
+
+// ---- the rule Dask should have ----------------------------------------
+
+struct DirectionPlan {
+  std::optional<std::string> codec;  // nullopt: send uncompressed
+  std::string layout = "cpu";        // "cpu" or "gpu"
+};
+struct Recommendation {
+  DirectionPlan a_to_b;
+  DirectionPlan b_to_a;
+  std::int64_t pickle_protocol = 5;
+};
+
+/// The first codec of `sender`'s preference that `receiver` decodes.
+std::optional<std::string> best_codec(const Peer& sender, const Peer& receiver);
+Recommendation recommend(const Peer& a, const Peer& b);
+
+// ---- pairs --------------------------------------------------------------
+
+struct PairReport {
+  /// What Dask negotiates on a connection between them; nullopt when one
+  /// side has no Dask handshake.
+  std::optional<DaskNegotiation> dask;
+  /// When one side is a scheduler: what the connections the *scheduler*
+  /// opens negotiate (its outgoing comms advertise pickle protocol 4,
+  /// spec §2.7).
+  std::optional<DaskNegotiation> scheduler_initiated;
+  Recommendation recommended;
+  std::vector<Finding> findings;
+};
+
+/// Negotiation, recommendation and findings for one pair. `same_host`: both
+/// run on one host (decides what newest releases advertise).
+PairReport evaluate_pair(const Peer& a, const Peer& b, bool same_host);
+
+// ---- relay through the scheduler (spec §3.7) ---------------------------
+
+/// Data the scheduler forwards keeps the codec its original sender chose on
+/// its own link. For a client, a scheduler and the workers the check knows
+/// (possibly none): worker -> scheduler -> client (gather through the
+/// scheduler, dask/distributed#7774) and client -> scheduler -> worker
+/// (scatter through the scheduler). A receiver that cannot decode the codec
+/// fails with KeyError on that codec. With no workers known, workers are
+/// assumed configured like the scheduler (a warning, not an error).
+struct RelayPath {
+  std::string from;
+  std::string via;
+  std::string to;
+  std::string codec;   // the codec the receiver gets
+  bool predicted;      // assumed workers, not seen
+};
+struct RelayReport {
+  std::vector<RelayPath> broken;  // receiver lacks the codec
+  std::vector<Finding> findings;
+};
+RelayReport evaluate_relay(const Peer& client, const Peer& scheduler,
+                           std::span<const Peer* const> workers,
+                           const std::function<bool(const Peer&, const Peer&)>& same_host);
+
+/// A string equal for two peers exactly when every rule here treats them
+/// alike (handshake, codecs, pickle, GPU, Python, packages): used to group
+/// thousands of workers.
+std::string capability_signature(const Peer& peer);
+
+}  // namespace daskcaps

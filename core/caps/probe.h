@@ -1,0 +1,151 @@
+// What this host, and a Dask process started here, can do (DESIGN.md
+// `probe`). The probe is also the in-memory form of a probe file: the JSON
+// that `dask-caps probe --json` prints, which every command accepts in place
+// of a live endpoint (core/caps/probe_file.h reads and writes it).
+//
+// Where the parts come from:
+//   codecs            this build (core/wire/codec.h) with its library versions
+//   pickle-protocols  the pickle engine's range, 0..5 read and write
+//   gpu               the CUDA driver, loaded at run time (core/caps/gpu.h)
+//   python            one interpreter, run on a short script (core/caps/python_env.h)
+//   handshake         Dask's own Comm.handshake_info() as that interpreter
+//                     computes it; when the interpreter could not say (or a
+//                     probe file has only the python part), the rule of spec
+//                     §2.3 applied to the python part (dask_handshake below)
+//   capabilities      derived from the above (capabilities_of below)
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/wire/codec.h"
+#include "core/wire/compression_value.h"
+#include "core/wire/handshake.h"
+#include "core/base/result.h"
+
+namespace daskcaps {
+
+/// The probe file schema this build writes and reads.
+inline constexpr const char* kProbeSchema = "dask-caps.probe/1";
+
+struct CodecSupport {
+  std::string name;     // "lz4", ...
+  std::string library;  // "liblz4"
+  std::string version;  // "1.9.4"
+  bool read = true;
+  bool write = true;
+};
+
+struct GpuDevice {
+  int index = 0;
+  std::string name;
+  std::string compute_capability;  // "9.0"
+  std::uint64_t memory_bytes = 0;
+};
+
+struct GpuInfo {
+  bool available = false;
+  std::optional<std::string> driver;  // driver version, e.g. "13.0"
+  std::vector<GpuDevice> devices;
+  std::optional<std::string> error;  // why none were found, when that is known
+};
+
+/// What a Dask process started with one Python interpreter would use.
+struct PythonEnv {
+  std::string executable;  // sys.executable
+  std::string version;     // "3.11.2": sys.version_info[:3]
+  std::int64_t pickle_protocol = 0;  // pickle.HIGHEST_PROTOCOL
+  std::optional<std::string> dask;
+  std::optional<std::string> distributed;
+  /// distributed.comm.compression as configured ("auto", "lz4", null, false)
+  /// before "auto" is resolved.
+  CompressionValue compression_config;
+  /// What Dask resolves the configuration to (get_default_compression()),
+  /// when the interpreter reported it.
+  std::optional<CompressionValue> compression;
+  std::vector<std::string> compressions;  // codecs distributed can import
+  /// numpy, cupy, lz4, zstandard, snappy, msgpack, cloudpickle, ...: version
+  /// or nullopt when not importable ("unknown" when importable but the
+  /// version cannot be read).
+  std::map<std::string, std::optional<std::string>> packages;
+  /// The dict Dask's own Comm.handshake_info() returned in that interpreter.
+  /// Not part of the python JSON object: it becomes HostProbe::handshake.
+  std::optional<Handshake> dask_handshake;
+};
+
+struct HostProbe {
+  std::string tool_version;  // dask-caps version that made it
+  std::string hostname;
+  std::vector<CodecSupport> codecs;
+  std::vector<int> pickle_protocols_read;   // 0..5
+  std::vector<int> pickle_protocols_write;  // 0..5
+  GpuInfo gpu;
+  std::optional<PythonEnv> python;
+  /// Why python is absent when a probe was attempted and failed, or why
+  /// the handshake could not be derived from it (JSON "python-error");
+  /// nullopt when all went well or Python was not asked for.
+  std::optional<std::string> python_error;
+  /// Exactly the dict Dask on this host would send (only with python).
+  std::optional<Handshake> handshake;
+  Capabilities capabilities;
+};
+
+struct ProbeOptions {
+  enum class PythonMode : std::uint8_t {
+    automatic,  // the first of python_candidates that imports distributed
+    named,      // exactly python_executable; its failure fails the probe
+    none,       // do not look at Python (python stays null, no handshake)
+  };
+  PythonMode python_mode = PythonMode::automatic;
+  std::string python_executable;  // PythonMode::named: a path or a name on PATH
+  std::vector<std::string> python_candidates{"/usr/bin/python3", "python3"};
+  std::chrono::milliseconds python_timeout{60'000};
+  /// Driver library to load; empty: default_cuda_driver_path() (core/caps/gpu.h).
+  std::string cuda_driver;
+};
+
+/// Probes this host. Fails only in PythonMode::named, with the reason that
+/// interpreter could not be probed (it cannot be run, is not Python, lacks
+/// distributed, timed out; the error's context is the executable). In
+/// automatic mode a failure of every candidate leaves python null and puts
+/// each candidate's reason into python_error.
+Result<HostProbe> probe_host(const ProbeOptions& options);
+
+/// Every codec of this build (kAllCodecs order) with its library and version.
+std::vector<CodecSupport> build_codecs();
+
+/// Pickle protocols the dask-caps pickle engine reads and writes.
+std::vector<int> pickle_protocols_read();
+std::vector<int> pickle_protocols_write();
+
+/// The "compression" a Python Dask peer with this environment advertises
+/// (spec §2.3), from compression_config and compressions:
+///   "auto"    -> "lz4" if importable, else "snappy", else nil
+///   false     -> false for distributed < 2023.5.0, nil from 2023.5.0 on
+///   nil       -> nil
+///   a name    -> that name; Errc::unknown_codec when distributed cannot
+///                import it (Dask raises ValueError at import time)
+/// The newest releases' same-host rule (nil between processes on one host)
+/// is not applied: this is what the host advertises to other hosts.
+Result<CompressionValue> advertised_compression(const PythonEnv& python);
+
+/// The handshake dict Dask with this environment sends: dask_handshake when
+/// the interpreter reported it, else {advertised_compression, python version
+/// as [major, minor, micro], pickle_protocol}.
+Result<Handshake> dask_handshake(const PythonEnv& python);
+
+/// The extended capability set of a probed host:
+///   codecs  with python: the codecs distributed imports that dask-caps also
+///           knows, the advertised codec first, then lz4, snappy, zstd, zlib;
+///           without python: this build's codecs in that order, or (for a
+///           probe file without either) the handshake's codec if it names one
+///   max-pickle-protocol  python's HIGHEST_PROTOCOL, else the handshake's,
+///           else the highest protocol in pickle_protocols_read
+///   gpu     gpu.available
+Capabilities capabilities_of(const HostProbe& probe);
+
+}  // namespace daskcaps

@@ -1,0 +1,592 @@
+#include "core/caps/probe_file.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <utility>
+
+namespace daskcaps {
+
+namespace {
+
+// ---- writing ----------------------------------------------------------------
+
+OrderedJson optional_string(const std::optional<std::string>& s) {
+  return s ? OrderedJson(*s) : OrderedJson(nullptr);
+}
+
+OrderedJson int_list(const std::vector<int>& v) {
+  OrderedJson a = OrderedJson::array();
+  for (int i : v) a.push_back(i);
+  return a;
+}
+
+// ---- reading ----------------------------------------------------------------
+
+std::string describe_type(const OrderedJson& v) {
+  switch (v.type()) {
+    case OrderedJson::value_t::null: return "null";
+    case OrderedJson::value_t::object: return "an object";
+    case OrderedJson::value_t::array: return "an array";
+    case OrderedJson::value_t::string: return "a string";
+    case OrderedJson::value_t::boolean: return "a boolean";
+    case OrderedJson::value_t::number_integer:
+    case OrderedJson::value_t::number_unsigned: return "an integer";
+    case OrderedJson::value_t::number_float: return "a number";
+    default: return "an unsupported value";
+  }
+}
+
+// A JSON pointer one level down (RFC 6901 escapes ~ and /).
+std::string child(std::string_view where, std::string_view key) {
+  std::string out(where);
+  out += '/';
+  for (char c : key) {
+    if (c == '~') out += "~0";
+    else if (c == '/') out += "~1";
+    else out += c;
+  }
+  return out;
+}
+
+std::string child(std::string_view where, std::size_t index) {
+  return std::string(where) + "/" + std::to_string(index);
+}
+
+std::string shown(std::string_view where) { return where.empty() ? "/" : std::string(where); }
+
+Error wrong_type(std::string_view where, std::string_view expected, const OrderedJson& v) {
+  return make_error(Errc::bad_value,
+                    shown(where) + ": expected " + std::string(expected) + ", found " + describe_type(v));
+}
+
+Error missing_key(std::string_view where, std::string_view key) {
+  return make_error(Errc::bad_value,
+                    shown(where) + ": missing required key \"" + std::string(key) + "\"");
+}
+
+// The member `key` of an object, or nullptr when absent.
+const OrderedJson* member(const OrderedJson& obj, std::string_view key) {
+  auto it = obj.find(std::string(key));
+  return it == obj.end() ? nullptr : &*it;
+}
+
+// Absent or null -> nullopt.
+const OrderedJson* present(const OrderedJson& obj, std::string_view key) {
+  const OrderedJson* m = member(obj, key);
+  return m && !m->is_null() ? m : nullptr;
+}
+
+Result<std::string> as_string(const OrderedJson& v, std::string_view where) {
+  if (!v.is_string()) return wrong_type(where, "a string", v);
+  return v.get<std::string>();
+}
+
+Result<std::int64_t> as_int64(const OrderedJson& v, std::string_view where) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      return make_error(Errc::bad_value, shown(where) + ": integer " + std::to_string(u) + " is too large");
+    return static_cast<std::int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  return wrong_type(where, "an integer", v);
+}
+
+Result<std::uint64_t> as_uint64(const OrderedJson& v, std::string_view where) {
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+  if (v.is_number_integer()) {
+    const auto i = v.get<std::int64_t>();
+    if (i < 0)
+      return make_error(Errc::bad_value, shown(where) + ": expected a non-negative integer, found " +
+                                             std::to_string(i));
+    return static_cast<std::uint64_t>(i);
+  }
+  return wrong_type(where, "an integer", v);
+}
+
+Result<int> as_int(const OrderedJson& v, std::string_view where) {
+  auto i = as_int64(v, where);
+  if (!i) return std::move(i).error();
+  if (*i < std::numeric_limits<int>::min() || *i > std::numeric_limits<int>::max())
+    return make_error(Errc::bad_value, shown(where) + ": integer " + std::to_string(*i) + " is out of range");
+  return static_cast<int>(*i);
+}
+
+Result<bool> as_bool(const OrderedJson& v, std::string_view where) {
+  if (!v.is_boolean()) return wrong_type(where, "a boolean", v);
+  return v.get<bool>();
+}
+
+// An optional string member: absent or null -> nullopt.
+Result<std::optional<std::string>> optional_string_member(const OrderedJson& obj,
+                                                          std::string_view key,
+                                                          std::string_view where) {
+  const OrderedJson* m = present(obj, key);
+  if (!m) return std::optional<std::string>{};
+  auto s = as_string(*m, child(where, key));
+  if (!s) return std::move(s).error();
+  return std::optional<std::string>(std::move(*s));
+}
+
+Result<std::vector<std::string>> string_list(const OrderedJson& v, std::string_view where) {
+  if (!v.is_array()) return wrong_type(where, "an array of strings", v);
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    auto s = as_string(v[i], child(where, i));
+    if (!s) return std::move(s).error();
+    out.push_back(std::move(*s));
+  }
+  return out;
+}
+
+Result<std::vector<int>> int_list_from(const OrderedJson& v, std::string_view where) {
+  if (!v.is_array()) return wrong_type(where, "an array of integers", v);
+  std::vector<int> out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    auto n = as_int(v[i], child(where, i));
+    if (!n) return std::move(n).error();
+    out.push_back(*n);
+  }
+  return out;
+}
+
+Result<CodecSupport> codec_from_json(const OrderedJson& v, std::string_view where) {
+  if (!v.is_object()) return wrong_type(where, "an object", v);
+  CodecSupport c;
+  const OrderedJson* name = present(v, "name");
+  if (!name) return missing_key(where, "name");
+  auto n = as_string(*name, child(where, "name"));
+  if (!n) return std::move(n).error();
+  c.name = std::move(*n);
+  auto lib = optional_string_member(v, "library", where);
+  if (!lib) return std::move(lib).error();
+  c.library = lib->value_or("");
+  auto ver = optional_string_member(v, "version", where);
+  if (!ver) return std::move(ver).error();
+  c.version = ver->value_or("");
+  for (auto [key, field] : {std::pair<const char*, bool*>{"read", &c.read}, {"write", &c.write}}) {
+    if (const OrderedJson* m = present(v, key)) {
+      auto b = as_bool(*m, child(where, key));
+      if (!b) return std::move(b).error();
+      *field = *b;
+    }
+  }
+  return c;
+}
+
+Result<GpuDevice> device_from_json(const OrderedJson& v, std::string_view where, std::size_t position) {
+  if (!v.is_object()) return wrong_type(where, "an object", v);
+  GpuDevice d;
+  d.index = static_cast<int>(position);
+  if (const OrderedJson* m = present(v, "index")) {
+    auto i = as_int(*m, child(where, "index"));
+    if (!i) return std::move(i).error();
+    d.index = *i;
+  }
+  auto name = optional_string_member(v, "name", where);
+  if (!name) return std::move(name).error();
+  d.name = name->value_or("");
+  auto cc = optional_string_member(v, "compute-capability", where);
+  if (!cc) return std::move(cc).error();
+  d.compute_capability = cc->value_or("");
+  if (const OrderedJson* m = present(v, "memory-bytes")) {
+    auto b = as_uint64(*m, child(where, "memory-bytes"));
+    if (!b) return std::move(b).error();
+    d.memory_bytes = *b;
+  }
+  return d;
+}
+
+Result<Capabilities> capabilities_from_json(const OrderedJson& v, std::string_view where,
+                                            Capabilities defaults) {
+  if (!v.is_object()) return wrong_type(where, "an object", v);
+  Capabilities c = std::move(defaults);
+  if (const OrderedJson* m = present(v, "codecs")) {
+    auto l = string_list(*m, child(where, "codecs"));
+    if (!l) return std::move(l).error();
+    c.codecs = std::move(*l);
+  }
+  if (const OrderedJson* m = present(v, "max-pickle-protocol")) {
+    auto i = as_int64(*m, child(where, "max-pickle-protocol"));
+    if (!i) return std::move(i).error();
+    c.max_pickle_protocol = *i;
+  }
+  if (const OrderedJson* m = present(v, "gpu")) {
+    auto b = as_bool(*m, child(where, "gpu"));
+    if (!b) return std::move(b).error();
+    c.gpu = *b;
+  }
+  return c;
+}
+
+// "dask-caps.probe/1" -> 1; nullopt for another kind of document.
+std::optional<std::string> probe_schema_version(std::string_view schema) {
+  constexpr std::string_view kPrefix = "dask-caps.probe/";
+  if (schema.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  return std::string(schema.substr(kPrefix.size()));
+}
+
+}  // namespace
+
+// ---- writing ----------------------------------------------------------------
+
+OrderedJson compression_to_json(const CompressionValue& value) {
+  switch (value.kind) {
+    case CompressionValue::Kind::nil: return nullptr;
+    case CompressionValue::Kind::false_: return false;
+    case CompressionValue::Kind::name: return value.name;
+  }
+  return nullptr;
+}
+
+OrderedJson handshake_to_json(const Handshake& h) {
+  OrderedJson j = OrderedJson::object();
+  if (h.compression) j["compression"] = compression_to_json(*h.compression);
+  if (h.python) {
+    OrderedJson a = OrderedJson::array();
+    for (std::int64_t p : *h.python) a.push_back(p);
+    j["python"] = std::move(a);
+  }
+  if (h.pickle_protocol) j["pickle-protocol"] = *h.pickle_protocol;
+  return j;
+}
+
+OrderedJson gpu_to_json(const GpuInfo& gpu) {
+  OrderedJson j = OrderedJson::object();
+  j["available"] = gpu.available;
+  j["driver"] = optional_string(gpu.driver);
+  OrderedJson devices = OrderedJson::array();
+  for (const GpuDevice& d : gpu.devices) {
+    OrderedJson dj = OrderedJson::object();
+    dj["index"] = d.index;
+    dj["name"] = d.name;
+    dj["compute-capability"] = d.compute_capability;
+    dj["memory-bytes"] = d.memory_bytes;
+    devices.push_back(std::move(dj));
+  }
+  j["devices"] = std::move(devices);
+  j["error"] = optional_string(gpu.error);
+  return j;
+}
+
+OrderedJson python_to_json(const PythonEnv& p) {
+  OrderedJson j = OrderedJson::object();
+  j["executable"] = p.executable;
+  j["version"] = p.version;
+  j["pickle-protocol"] = p.pickle_protocol;
+  j["dask"] = optional_string(p.dask);
+  j["distributed"] = optional_string(p.distributed);
+  j["compression-config"] = compression_to_json(p.compression_config);
+  j["compression"] = p.compression ? compression_to_json(*p.compression) : OrderedJson(nullptr);
+  j["compressions"] = p.compressions;
+  OrderedJson packages = OrderedJson::object();
+  for (const auto& [name, version] : p.packages) packages[name] = optional_string(version);
+  j["packages"] = std::move(packages);
+  return j;
+}
+
+OrderedJson capabilities_to_json(const Capabilities& c) {
+  OrderedJson j = OrderedJson::object();
+  j["codecs"] = c.codecs;
+  j["max-pickle-protocol"] = c.max_pickle_protocol;
+  j["gpu"] = c.gpu;
+  return j;
+}
+
+OrderedJson probe_to_json(const HostProbe& probe) {
+  OrderedJson j = OrderedJson::object();
+  j["schema"] = kProbeSchema;
+  j["dask-caps-version"] = probe.tool_version;
+  j["hostname"] = probe.hostname;
+  OrderedJson codecs = OrderedJson::array();
+  for (const CodecSupport& c : probe.codecs) {
+    OrderedJson cj = OrderedJson::object();
+    cj["name"] = c.name;
+    cj["library"] = c.library;
+    cj["version"] = c.version;
+    cj["read"] = c.read;
+    cj["write"] = c.write;
+    codecs.push_back(std::move(cj));
+  }
+  j["codecs"] = std::move(codecs);
+  OrderedJson pickle = OrderedJson::object();
+  pickle["read"] = int_list(probe.pickle_protocols_read);
+  pickle["write"] = int_list(probe.pickle_protocols_write);
+  j["pickle-protocols"] = std::move(pickle);
+  j["gpu"] = gpu_to_json(probe.gpu);
+  j["python"] = probe.python ? python_to_json(*probe.python) : OrderedJson(nullptr);
+  j["python-error"] = optional_string(probe.python_error);
+  j["handshake"] = probe.handshake ? handshake_to_json(*probe.handshake) : OrderedJson(nullptr);
+  j["capabilities"] = capabilities_to_json(probe.capabilities);
+  return j;
+}
+
+std::string probe_to_json_text(const HostProbe& probe) {
+  return probe_to_json(probe).dump(2, ' ', false, OrderedJson::error_handler_t::replace) + "\n";
+}
+
+// ---- reading the parts --------------------------------------------------------
+
+Result<CompressionValue> compression_from_json(const OrderedJson& v, std::string_view where) {
+  if (v.is_null()) return CompressionValue::nil();
+  if (v.is_boolean() && !v.get<bool>()) return CompressionValue::none_false();
+  if (v.is_string()) return CompressionValue::named(v.get<std::string>());
+  return wrong_type(where, "a codec name, null or false", v);
+}
+
+Result<Handshake> handshake_from_json(const OrderedJson& v, std::string_view where) {
+  if (!v.is_object()) return wrong_type(where, "an object", v);
+  Handshake h;
+  if (const OrderedJson* m = member(v, "compression")) {
+    auto c = compression_from_json(*m, child(where, "compression"));
+    if (!c) return std::move(c).error();
+    h.compression = std::move(*c);
+  }
+  if (const OrderedJson* m = member(v, "python")) {
+    const std::string at = child(where, "python");
+    if (!m->is_array()) return wrong_type(at, "an array of integers", *m);
+    std::vector<std::int64_t> parts;
+    for (std::size_t i = 0; i < m->size(); ++i) {
+      auto n = as_int64((*m)[i], child(at, i));
+      if (!n) return std::move(n).error();
+      parts.push_back(*n);
+    }
+    h.python = std::move(parts);
+  }
+  if (const OrderedJson* m = member(v, "pickle-protocol")) {
+    auto n = as_int64(*m, child(where, "pickle-protocol"));
+    if (!n) return std::move(n).error();
+    h.pickle_protocol = *n;
+  }
+  h.raw = h.to_msgpack();
+  return h;
+}
+
+Result<GpuInfo> gpu_from_json(const OrderedJson& v, std::string_view where) {
+  if (!v.is_object()) return wrong_type(where, "an object", v);
+  GpuInfo g;
+  if (const OrderedJson* m = present(v, "devices")) {
+    const std::string at = child(where, "devices");
+    if (!m->is_array()) return wrong_type(at, "an array", *m);
+    for (std::size_t i = 0; i < m->size(); ++i) {
+      auto d = device_from_json((*m)[i], child(at, i), i);
+      if (!d) return std::move(d).error();
+      g.devices.push_back(std::move(*d));
+    }
+  }
+  g.available = !g.devices.empty();
+  if (const OrderedJson* m = present(v, "available")) {
+    auto b = as_bool(*m, child(where, "available"));
+    if (!b) return std::move(b).error();
+    g.available = *b;
+  }
+  auto driver = optional_string_member(v, "driver", where);
+  if (!driver) return std::move(driver).error();
+  g.driver = std::move(*driver);
+  auto error = optional_string_member(v, "error", where);
+  if (!error) return std::move(error).error();
+  g.error = std::move(*error);
+  return g;
+}
+
+Result<PythonEnv> python_from_json(const OrderedJson& v, std::string_view where) {
+  if (!v.is_object()) return wrong_type(where, "an object", v);
+  PythonEnv p;
+  const OrderedJson* version = present(v, "version");
+  if (!version) return missing_key(where, "version");
+  auto ver = as_string(*version, child(where, "version"));
+  if (!ver) return std::move(ver).error();
+  p.version = std::move(*ver);
+  const OrderedJson* pickle = present(v, "pickle-protocol");
+  if (!pickle) return missing_key(where, "pickle-protocol");
+  auto pp = as_int64(*pickle, child(where, "pickle-protocol"));
+  if (!pp) return std::move(pp).error();
+  p.pickle_protocol = *pp;
+
+  auto exe = optional_string_member(v, "executable", where);
+  if (!exe) return std::move(exe).error();
+  p.executable = exe->value_or("");
+  auto dask = optional_string_member(v, "dask", where);
+  if (!dask) return std::move(dask).error();
+  p.dask = std::move(*dask);
+  auto distributed = optional_string_member(v, "distributed", where);
+  if (!distributed) return std::move(distributed).error();
+  p.distributed = std::move(*distributed);
+
+  // "compression" may be null (a real value), so absent and null differ here.
+  if (const OrderedJson* m = member(v, "compression")) {
+    auto c = compression_from_json(*m, child(where, "compression"));
+    if (!c) return std::move(c).error();
+    p.compression = std::move(*c);
+  }
+  if (const OrderedJson* m = member(v, "compression-config")) {
+    auto c = compression_from_json(*m, child(where, "compression-config"));
+    if (!c) return std::move(c).error();
+    p.compression_config = std::move(*c);
+  } else {
+    p.compression_config = p.compression ? *p.compression : CompressionValue::named("auto");
+  }
+  if (const OrderedJson* m = present(v, "compressions")) {
+    auto l = string_list(*m, child(where, "compressions"));
+    if (!l) return std::move(l).error();
+    p.compressions = std::move(*l);
+  }
+  if (const OrderedJson* m = present(v, "packages")) {
+    const std::string at = child(where, "packages");
+    if (!m->is_object()) return wrong_type(at, "an object", *m);
+    for (const auto& [name, value] : m->items()) {
+      if (value.is_null()) {
+        p.packages[name] = std::nullopt;
+        continue;
+      }
+      auto s = as_string(value, child(at, name));
+      if (!s) return std::move(s).error();
+      p.packages[name] = std::move(*s);
+    }
+  }
+  return p;
+}
+
+// ---- reading the document -----------------------------------------------------
+
+Result<HostProbe> probe_from_json(const OrderedJson& doc) {
+  if (!doc.is_object())
+    return make_error(Errc::bad_magic,
+                      "not a probe file: the JSON document is " + describe_type(doc) + ", not an object");
+  const OrderedJson* schema = member(doc, "schema");
+  if (!schema)
+    return make_error(Errc::bad_magic, "not a probe file: no \"schema\" key (expected \"" +
+                                           std::string(kProbeSchema) + "\")");
+  if (!schema->is_string())
+    return make_error(Errc::bad_magic, "not a probe file: \"schema\" is " + describe_type(*schema));
+  const std::string schema_text = schema->get<std::string>();
+  const auto version = probe_schema_version(schema_text);
+  if (!version)
+    return make_error(Errc::bad_magic, "not a probe file: schema is \"" + schema_text +
+                                           "\", expected \"" + kProbeSchema + "\"");
+  if (*version != "1")
+    return make_error(Errc::unsupported_version, "probe file schema \"" + schema_text +
+                                                     "\" is not supported (this build reads \"" +
+                                                     kProbeSchema + "\")");
+
+  const OrderedJson* handshake = present(doc, "handshake");
+  const OrderedJson* python = present(doc, "python");
+  const OrderedJson* capabilities = present(doc, "capabilities");
+  if (!handshake && !python && !capabilities)
+    return make_error(Errc::bad_value,
+                      "probe file describes nothing: it needs at least one of \"handshake\", "
+                      "\"python\" or \"capabilities\"");
+
+  HostProbe p;
+  auto tool = optional_string_member(doc, "dask-caps-version", "");
+  if (!tool) return std::move(tool).error();
+  p.tool_version = tool->value_or("");
+  auto host = optional_string_member(doc, "hostname", "");
+  if (!host) return std::move(host).error();
+  p.hostname = host->value_or("");
+
+  if (const OrderedJson* m = present(doc, "codecs")) {
+    if (!m->is_array()) return wrong_type("/codecs", "an array", *m);
+    for (std::size_t i = 0; i < m->size(); ++i) {
+      auto c = codec_from_json((*m)[i], child("/codecs", i));
+      if (!c) return std::move(c).error();
+      p.codecs.push_back(std::move(*c));
+    }
+  }
+  if (const OrderedJson* m = present(doc, "pickle-protocols")) {
+    if (!m->is_object()) return wrong_type("/pickle-protocols", "an object", *m);
+    if (const OrderedJson* r = present(*m, "read")) {
+      auto l = int_list_from(*r, "/pickle-protocols/read");
+      if (!l) return std::move(l).error();
+      p.pickle_protocols_read = std::move(*l);
+    }
+    if (const OrderedJson* w = present(*m, "write")) {
+      auto l = int_list_from(*w, "/pickle-protocols/write");
+      if (!l) return std::move(l).error();
+      p.pickle_protocols_write = std::move(*l);
+    }
+  }
+  if (const OrderedJson* m = present(doc, "gpu")) {
+    auto g = gpu_from_json(*m, "/gpu");
+    if (!g) return std::move(g).error();
+    p.gpu = std::move(*g);
+  }
+  if (python) {
+    auto env = python_from_json(*python, "/python");
+    if (!env) return std::move(env).error();
+    p.python = std::move(*env);
+  }
+  auto python_error = optional_string_member(doc, "python-error", "");
+  if (!python_error) return std::move(python_error).error();
+  p.python_error = std::move(*python_error);
+
+  if (handshake) {
+    auto h = handshake_from_json(*handshake, "/handshake");
+    if (!h) return std::move(h).error();
+    p.handshake = std::move(*h);
+  } else if (p.python) {
+    auto h = dask_handshake(*p.python);
+    if (!h) return std::move(h.error().add_context("/python"));
+    p.handshake = std::move(*h);
+  }
+
+  Capabilities derived = capabilities_of(p);
+  if (capabilities) {
+    auto c = capabilities_from_json(*capabilities, "/capabilities", std::move(derived));
+    if (!c) return std::move(c).error();
+    p.capabilities = std::move(*c);
+  } else {
+    p.capabilities = std::move(derived);
+  }
+  return p;
+}
+
+Result<HostProbe> parse_probe_file(std::string_view text) {
+  OrderedJson doc;
+  try {
+    doc = OrderedJson::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line 1, ...".
+    std::string what = e.what();
+    if (const auto close = what.find("] "); what.rfind("[json.exception", 0) == 0 && close != std::string::npos)
+      what.erase(0, close + 2);
+    const std::uint64_t offset = e.byte > 0 ? e.byte - 1 : 0;
+    return make_error(Errc::bad_magic, "not a JSON document: " + what, offset);
+  } catch (const nlohmann::json::exception& e) {
+    return make_error(Errc::bad_magic, std::string("not a JSON document: ") + e.what());
+  }
+  return probe_from_json(doc);
+}
+
+Result<HostProbe> read_probe_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int err = errno;
+    Error e = make_error(err == ENOENT ? Errc::not_found : Errc::io,
+                         std::string("cannot open: ") + std::strerror(err));
+    return std::move(e.add_context(path));
+  }
+  std::string text;
+  char chunk[65536];
+  while (in) {
+    in.read(chunk, sizeof chunk);
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxProbeFileBytes) {
+      Error e = make_error(Errc::limit_exceeded, "larger than " + std::to_string(kMaxProbeFileBytes) +
+                                                     " bytes: not a probe file");
+      return std::move(e.add_context(path));
+    }
+  }
+  if (in.bad()) {
+    Error e = make_error(Errc::io, std::string("cannot read: ") + std::strerror(errno));
+    return std::move(e.add_context(path));
+  }
+  auto probe = parse_probe_file(text);
+  if (!probe) return std::move(probe.error().add_context(path));
+  return probe;
+}
+
+}  // namespace daskcaps

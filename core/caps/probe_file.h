@@ -1,0 +1,96 @@
+// Probe files: the JSON `dask-caps probe --json` prints, read back in place
+// of a live endpoint, or written by hand to describe a remote host.
+//
+// Layout (keys are contract, DESIGN.md `probe`; "schema" always first):
+//
+//   {"schema": "dask-caps.probe/1",
+//    "dask-caps-version": "0.1.0", "hostname": "node1",
+//    "codecs": [{"name": "lz4", "library": "liblz4", "version": "1.9.4",
+//                "read": true, "write": true}, ...],
+//    "pickle-protocols": {"read": [0,1,2,3,4,5], "write": [0,1,2,3,4,5]},
+//    "gpu": {"available": true, "driver": "13.0",
+//            "devices": [{"index": 0, "name": "NVIDIA H200",
+//                         "compute-capability": "9.0",
+//                         "memory-bytes": 150109880320}],
+//            "error": null},
+//    "python": {"executable": "/usr/bin/python3", "version": "3.11.2",
+//               "pickle-protocol": 5, "dask": "2022.12.1", "distributed":
+//               "2022.12.1", "compression-config": "auto",
+//               "compression": "lz4",
+//               "compressions": ["lz4", "snappy", "zlib", "zstd"],
+//               "packages": {"numpy": "1.24.2", "cupy": null, ...}},
+//    "python-error": null,
+//    "handshake": {"compression": "lz4", "python": [3, 11, 2],
+//                  "pickle-protocol": 5},
+//    "capabilities": {"codecs": ["lz4", "snappy", "zstd", "zlib"],
+//                     "max-pickle-protocol": 5, "gpu": true}}
+//
+// "python", "handshake" and "gpu" may be null; "compression" values are a
+// codec name, null or false, exactly as Dask puts them in its handshake.
+//
+// Reading (hand-written files welcome). Required:
+//   - "schema": "dask-caps.probe/1";
+//   - at least one of "handshake", "python", "capabilities" not null;
+//   - inside "python": "version" and "pickle-protocol";
+//   - inside "codecs[]": "name".
+// Everything else is optional and defaults to: codecs and pickle-protocols
+// empty (what the dask-caps build there can do is unknown), gpu unavailable,
+// python-error none, gpu.available true exactly when devices are listed,
+// device index its position in the list, python "compression-config" the
+// python "compression" when given, else "auto" (Dask 2022.12's default).
+// A missing "handshake" is derived from "python" (dask_handshake, spec §2.3),
+// missing "capabilities" (or missing keys inside it) from the rest
+// (capabilities_of); a "handshake" given is kept as written, missing keys
+// included (that is what an incomplete peer sends). Unknown keys are ignored.
+//
+// Errors (all Errc below map to exit code 3 in the CLI):
+//   Errc::not_found / io      the file cannot be opened or read
+//   Errc::limit_exceeded      larger than kMaxProbeFileBytes
+//   Errc::bad_magic           not JSON, not an object, no "schema", or a
+//                             schema of another kind ("dask-caps.check/1")
+//   Errc::unsupported_version "dask-caps.probe/N" with N other than 1
+//   Errc::bad_value           a required key is missing or a key has the
+//                             wrong type; the message names the key as a
+//                             JSON pointer, e.g. "/python/pickle-protocol"
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "core/caps/probe.h"
+#include "core/base/result.h"
+
+namespace daskcaps {
+
+using OrderedJson = nlohmann::ordered_json;
+
+inline constexpr std::uint64_t kMaxProbeFileBytes = std::uint64_t{16} << 20;
+
+/// The whole probe document, "schema" first (what `probe --json` prints).
+OrderedJson probe_to_json(const HostProbe& probe);
+/// probe_to_json dumped with two-space indent and a final newline.
+std::string probe_to_json_text(const HostProbe& probe);
+
+/// The parts, for reports that embed them (check's endpoints and pairs).
+OrderedJson compression_to_json(const CompressionValue& value);  // "lz4", null or false
+OrderedJson handshake_to_json(const Handshake& handshake);       // present keys only
+OrderedJson gpu_to_json(const GpuInfo& gpu);
+OrderedJson python_to_json(const PythonEnv& python);
+OrderedJson capabilities_to_json(const Capabilities& capabilities);
+
+/// Reads the parts back. `where` is the JSON pointer of the value, used in
+/// error messages ("/handshake"). Errors: Errc::bad_value as above.
+Result<CompressionValue> compression_from_json(const OrderedJson& value, std::string_view where);
+Result<Handshake> handshake_from_json(const OrderedJson& value, std::string_view where);
+Result<GpuInfo> gpu_from_json(const OrderedJson& value, std::string_view where);
+Result<PythonEnv> python_from_json(const OrderedJson& value, std::string_view where);
+
+/// Reads a probe document from a parsed JSON value or from text.
+Result<HostProbe> probe_from_json(const OrderedJson& doc);
+Result<HostProbe> parse_probe_file(std::string_view text);
+/// Reads a probe file; errors carry the path as context.
+Result<HostProbe> read_probe_file(const std::string& path);
+
+}  // namespace daskcaps

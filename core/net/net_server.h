@@ -1,0 +1,152 @@
+// A small Dask-protocol endpoint: what `dask-caps serve` runs.
+//
+// Each listener answers like a Dask Server (spec §2.1, §7):
+//   - right after accept it writes its handshake (2022.12 clients read
+//     first), then reads the client's; a first message that is not a
+//     handshake, or a handshake without "compression"/"pickle-protocol",
+//     closes the connection (a real Dask listener would hang instead);
+//   - then, in order, one reply per request:
+//       identity  {"type", "id", "address", "services", "started", "workers"
+//                  (scheduler) or "scheduler" (worker), "dask-caps":
+//                  {"version", "capabilities"}}
+//       versions  the profile's {"host": ..., "packages": ...}; packages
+//                 asked for with the "packages" argument and unknown to the
+//                 profile are answered with nil, as Dask does for missing ones
+//       echo      the "data" argument (and any frames it points to)
+//       close     "OK" when a reply is wanted, then the connection closes
+//       any other op: nil, as Dask replies to an op it has no handler for;
+//     "reply": false suppresses the reply, "close": true closes after it;
+//     a message that is not a map, or a map without "op", closes the
+//     connection (as Dask drops it).
+// The handshake carries an extra "capabilities" entry ({"codecs": [...],
+// "max-pickle-protocol": N, "gpu": bool}): Dask ignores extra keys, and
+// another dask-caps reads the extended set from it.
+//
+// One thread, one epoll loop, any number of listeners (`serve --count` puts
+// a thousand on one process) and clients. Per client, memory is bounded: a
+// message may not exceed Limits::max_message_bytes, and a client whose
+// unread replies exceed max_output_backlog is not read until it catches up.
+// Clients that send nothing are closed after idle_timeout; beyond
+// max_clients (capped by the file descriptors the process may open), new
+// connections are accepted and closed at once. So slow,
+// silent or garbage-sending clients never hold up the others.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/base/bytes.h"
+#include "core/wire/handshake.h"
+#include "core/base/limits.h"
+#include "core/wire/msgpack.h"
+#include "core/net/net.h"
+#include "core/base/result.h"
+#include "core/net/rpc.h"
+
+namespace daskcaps::server {
+
+/// What one served endpoint says about itself.
+struct Profile {
+  std::string type = "Scheduler";  // identity "type": Scheduler, Worker, Nanny, ...
+  Handshake handshake;             // sent as is (set "capabilities" in raw to publish them)
+  Capabilities capabilities;       // also published in identity["dask-caps"]
+  msgpack::Value versions;         // the versions reply
+};
+
+struct ListenerSpec {
+  net::Address address;  // tcp:// only; port 0 lets the kernel pick
+  Profile profile;
+};
+
+/// The prepared answers of one listener once its address is known.
+struct Endpoint {
+  net::Address address;
+  Profile profile;
+  Buffer handshake_message;  // our handshake, framed
+  Buffer identity_message;   // the identity reply, framed
+};
+
+/// Builds the identity reply of listener `index` among `all` (a scheduler
+/// lists every Worker/Nanny listener as its workers; a worker names the
+/// first Scheduler listener as its scheduler).
+msgpack::Value identity_of(std::size_t index, const std::vector<Endpoint>& all, double started);
+
+/// Fills every endpoint's framed handshake and identity reply (identity_of),
+/// once all addresses are known; `started` is the time the identities report.
+void prepare_replies(std::vector<Endpoint>& all, double started);
+
+/// The server side of one connection, without I/O.
+class ServerSession {
+ public:
+  ServerSession(const Endpoint& endpoint, const Limits& limits);
+
+  ByteSpan pending_output() const { return ByteSpan(out_).subspan(out_pos_); }
+  void wrote(std::size_t n);
+  /// Consumes bytes from the client; an error means: close the connection.
+  Status received(ByteSpan data);
+  /// True once the connection should close after the pending output.
+  bool closing() const { return closing_; }
+  const std::optional<Handshake>& client_handshake() const { return client_handshake_; }
+  std::uint64_t requests() const { return requests_; }
+
+ private:
+  Status on_message(std::vector<Bytes> frames);
+  void send(const Buffer& message);
+
+  const Endpoint& endpoint_;
+  Limits limits_;
+  rpc::MessageReader reader_;
+  Buffer out_;
+  std::size_t out_pos_ = 0;
+  std::optional<Handshake> client_handshake_;
+  bool closing_ = false;
+  std::uint64_t requests_ = 0;
+};
+
+struct ServerOptions {
+  Limits limits = [] {
+    Limits l;
+    l.max_message_bytes = std::uint64_t{64} << 20;  // requests are small
+    return l;
+  }();
+  std::size_t max_clients = 8192;
+  std::chrono::seconds idle_timeout{300};
+  std::size_t max_output_backlog = std::size_t{4} << 20;
+};
+
+struct ServerStats {
+  std::uint64_t accepted = 0;
+  std::uint64_t rejected = 0;   // over max_clients
+  std::uint64_t dropped = 0;    // closed for a protocol error or idleness
+  std::uint64_t requests = 0;
+};
+
+class Server {
+ public:
+  /// Binds every listener (errors: Errc::network, Errc::usage for tls://).
+  static Result<std::unique_ptr<Server>> start(std::vector<ListenerSpec> listeners,
+                                               const ServerOptions& options = {});
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  /// The bound addresses, in the order of the listeners.
+  std::vector<net::Address> addresses() const;
+  /// Serves until request_stop(); returns an error only if the event loop
+  /// itself fails.
+  Status run();
+  /// Makes run() return soon. Async-signal-safe (writes to an eventfd).
+  void request_stop();
+  ServerStats stats() const;
+
+ private:
+  Server() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace daskcaps::server

@@ -1,0 +1,190 @@
+// The Dask conversation dask-caps has with a live endpoint (spec §2, §7):
+// the handshake exchange, `identity`, `versions`, a polite close.
+//
+// ClientSession is sans-I/O: it owns the bytes to send and consumes the bytes
+// received, so the blocking driver (run_session over a net::Transport, or a
+// scripted one in tests) and the concurrent survey (core/net/survey.h) share it.
+// Everything we send is ready at once, because every Dask release serves
+// pipelined requests in order (spec §2.1, §7.2):
+//
+//   1. our handshake  {"compression": …, "python": […], "pickle-protocol": N,
+//                      + extra keys, e.g. "capabilities"}  (Dask ignores extras)
+//   2. {"op": "identity", "reply": true}            (2022.12 takes no argument)
+//   3. {"op": "versions", "reply": true, "packages": ["zstandard"]}
+//   4. {"op": "close", "reply": false}              (the rpc object's goodbye)
+//
+// and it reads, in order: the peer's handshake (2022.12 listeners write it
+// before reading ours; newer ones write it at once too), the identity reply,
+// the versions reply. A reply is a value, nil (the peer has no handler for
+// the op: spec §7.2) or an uncaught-error map whose exception_text we keep
+// (spec §7.5).
+//
+// Messages are cut with core/wire/frames.h decode_frames under the caller's
+// Limits, so a declared length of 2^60 is an error before any allocation,
+// and memory grows only with bytes actually received.
+//
+// Errors (Errc::protocol unless said otherwise), each naming what happened:
+//   - bytes that are not a Dask message (bad prelude, frame 0 not msgpack)
+//   - a first message that is not a handshake (a map with "op", not a map)
+//   - the peer closing before its handshake, after it but before a reply,
+//     or in the middle of a message ("got 20 of 69 bytes")
+//   - a deadline passing (Errc::timeout, saying what we were waiting for)
+// A handshake that lacks "compression" or "pickle-protocol" is not an error
+// here: Exchange::handshake.missing_keys() says so, and the caller decides
+// (core/caps/caps.h turns it into the handshake-incomplete finding).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/base/bytes.h"
+#include "core/wire/handshake.h"
+#include "core/base/limits.h"
+#include "core/wire/msgpack.h"
+#include "core/net/net.h"
+#include "core/base/result.h"
+
+namespace daskcaps::rpc {
+
+/// A whole message with one msgpack frame (prelude with the full L).
+Buffer encode_msgpack_message(const msgpack::Value& frame0);
+/// A request {"op": op, "reply": reply, args...} as one message.
+Buffer encode_request(std::string_view op, bool reply, msgpack::Map args = {});
+
+/// Whole messages out of a byte stream fed in arbitrary chunks.
+class MessageReader {
+ public:
+  explicit MessageReader(const Limits& limits) : limits_(limits) {}
+  void push(ByteSpan data);
+  /// The frames of the next complete message (slices of one owned buffer),
+  /// nullopt when more bytes are needed, or an error (Errc::protocol, with
+  /// the stream offset) for bytes that are not a Dask message. After an
+  /// error the reader stays failed.
+  Result<std::optional<std::vector<Bytes>>> next();
+  /// Bytes held of a message not yet complete.
+  std::uint64_t buffered() const { return buf_.size() - start_; }
+  /// Total size of the message in progress once its length table is in,
+  /// else 0.
+  std::uint64_t expected() const { return need_is_total_ ? need_ : 0; }
+  /// Stream offset of the next unconsumed byte.
+  std::uint64_t offset() const { return base_ + start_; }
+
+ private:
+  Limits limits_;
+  Buffer buf_;
+  std::size_t start_ = 0;
+  std::uint64_t base_ = 0;  // stream offset of buf_[0]
+  std::uint64_t need_ = 0;
+  bool need_is_total_ = false;
+  bool failed_ = false;
+};
+
+/// The outcome of one request.
+struct Reply {
+  enum class Kind : std::uint8_t {
+    value,       // the handler's return value
+    no_handler,  // nil: the peer has no handler for this op
+    error,       // {"status": "uncaught-error", ...}
+  };
+  Kind kind = Kind::value;
+  msgpack::Value value;
+  std::string error;  // Kind::error: the peer's exception_text
+
+  bool ok() const { return kind == Kind::value; }
+  /// "no handler for op \"versions\"" / the error text, for reports.
+  std::string describe(std::string_view op) const;
+};
+
+/// Classifies a decoded reply (spec §7.2, §7.5).
+Reply parse_reply(const msgpack::Value& frame0);
+
+/// What a live endpoint told us.
+struct Exchange {
+  Handshake handshake;
+  std::optional<Reply> identity;  // nullopt: not asked
+  std::optional<Reply> versions;
+};
+
+struct SessionOptions {
+  Handshake ours;                  // the handshake we send (extra keys travel too)
+  bool ask_identity = true;
+  bool ask_versions = true;
+  /// Extra packages for `versions` (its optional argument, spec §7.4):
+  /// zstandard tells whether a 2022.12 peer can read zstd.
+  std::vector<std::string> version_packages{"zstandard"};
+  bool polite_close = true;        // end with {"op": "close", "reply": false}
+  Limits limits;                   // ceilings on what the peer sends
+};
+
+class ClientSession {
+ public:
+  enum class Stage : std::uint8_t { handshake, identity, versions, done };
+
+  explicit ClientSession(const SessionOptions& options);
+
+  /// Bytes still to send; wrote(n) consumes them.
+  ByteSpan pending_output() const { return ByteSpan(out_).subspan(out_pos_); }
+  void wrote(std::size_t n) { out_pos_ += n; }
+
+  /// Consumes received bytes, parsing every message they complete.
+  Status received(ByteSpan data);
+  /// The peer closed its side (or reset the connection): fine when done,
+  /// an error that says at which point otherwise.
+  Status received_eof(bool reset = false);
+
+  Stage stage() const { return stage_; }
+  bool done() const { return stage_ == Stage::done; }
+  /// "the peer's handshake", "the reply to identity", ... for messages.
+  std::string waiting_for() const;
+  /// Bytes received so far, and of the message in progress.
+  std::uint64_t bytes_received() const { return reader_.offset() + reader_.buffered(); }
+
+  const Exchange& exchange() const { return exchange_; }
+  Exchange take_exchange() { return std::move(exchange_); }
+
+ private:
+  Status on_message(std::vector<Bytes> frames);
+  void advance();
+
+  SessionOptions options_;
+  Buffer out_;
+  std::size_t out_pos_ = 0;
+  MessageReader reader_;
+  Stage stage_ = Stage::handshake;
+  Exchange exchange_;
+};
+
+/// Drives a session over a connected transport until it is done, the peer
+/// fails, or the deadline passes. `timeout_text` ("2 s") goes into timeout
+/// messages. `identity_at` receives the time the identity reply arrived.
+Status run_session(net::Transport& transport, ClientSession& session, net::Deadline deadline,
+                   std::string_view timeout_text, net::Clock::time_point* identity_at = nullptr);
+
+/// The error for a deadline that passed while `session` waited.
+Error timeout_error(const ClientSession& session, std::string_view peer, std::string_view timeout_text);
+
+struct QueryOptions {
+  SessionOptions session;
+  std::chrono::milliseconds timeout{10'000};      // connect + TLS + the whole conversation
+  const net::TlsClientContext* tls = nullptr;     // required for tls://
+};
+
+struct QueryResult {
+  Exchange exchange;
+  double rtt_ms = 0;     // from the connection being up to the identity reply
+  std::string peer_ip;   // the address we reached
+  std::string local_ip;  // our end of the connection
+};
+
+/// Connects to one endpoint, runs the session, closes. One call, one
+/// deadline: it returns within options.timeout whatever the peer does.
+Result<QueryResult> query_endpoint(const net::Address& address, const QueryOptions& options);
+
+/// "2 s", "0.5 s", "150 ms" for messages.
+std::string duration_text(std::chrono::milliseconds d);
+
+}  // namespace daskcaps::rpc

@@ -1,0 +1,38 @@
+// The concurrent survey: the rpc.h conversation with many endpoints at once
+// (a scheduler's thousands of workers), from one thread.
+//
+// Every connection is a non-blocking socket driven by one poll() loop: at
+// most max_in_flight are open at a time (also capped by the process's file
+// descriptor limit), each has its own deadline (per_endpoint_timeout) and
+// all of them share one total deadline; an endpoint not yet started when the
+// total deadline passes fails with Errc::timeout without being contacted.
+// Each connection goes connect -> TLS handshake (tls://) -> ClientSession,
+// so a survey result is exactly what query_endpoint would give, and the same
+// distinct errors (refused, timeout at a named stage, TLS, protocol) come
+// back per endpoint. Host names are resolved once per name.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "core/net/net.h"
+#include "core/base/result.h"
+#include "core/net/rpc.h"
+
+namespace daskcaps::survey {
+
+struct SurveyOptions {
+  rpc::SessionOptions session;
+  std::chrono::milliseconds per_endpoint_timeout{10'000};
+  std::chrono::milliseconds total_timeout{60'000};
+  std::size_t max_in_flight = 256;
+  const net::TlsClientContext* tls = nullptr;  // required for tls:// addresses
+};
+
+/// Queries every address; the results are in the order of `addresses`.
+std::vector<Result<rpc::QueryResult>> survey(std::span<const net::Address> addresses,
+                                             const SurveyOptions& options);
+
+}  // namespace daskcaps::survey

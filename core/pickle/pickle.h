@@ -1,0 +1,97 @@
+// The pickle engine as the rest of dask-caps uses it (spec §5.1, §6).
+//
+// Pickles are read by symbolic evaluation (core/pickle/detail/pickle_vm.h): nothing in a
+// pickle is ever imported, called or executed. Every function here takes the
+// pickle bytes as found in a Dask frame and the Limits that bound the work
+// (core/base/limits.h): max_pickle_stack / max_pickle_memo / max_pickle_depth
+// for reading, max_pickle_output_bytes for anything written. Failures are
+// Error values with the absolute offset of the offending opcode where there
+// is one; the Errc kinds are listed in core/pickle/detail/pickle_vm.h (reading) and
+// core/pickle/detail/pickle_writer.h (writing).
+//
+// Lower-level pieces, for tools and tests: core/pickle/detail/pickle_ops.h (opcode table
+// and walker), core/pickle/detail/pickle_vm.h (object graph), core/pickle/detail/pickle_writer.h,
+// core/pickle/pickle_dis.h (listing with partial output on error).
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/base/bytes.h"
+#include "core/base/limits.h"
+#include "core/base/result.h"
+
+namespace daskcaps::pickle {
+
+/// The highest protocol this engine reads and writes (it reads and writes
+/// every protocol from 0 up to it).
+inline constexpr int kHighestProtocol = 5;
+
+/// A buffer that travels next to a protocol 5 pickle (a Dask frame after the
+/// pickle), consumed in order by NEXT_BUFFER.
+struct OutOfBandBuffer {
+  ByteSpan data;
+  bool writeable = false;
+};
+
+struct Summary {
+  /// PROTO's argument; without PROTO, the lowest protocol its opcodes need.
+  int protocol = 0;
+  /// "module.qualname" of each global referenced (GLOBAL, STACK_GLOBAL,
+  /// INST), first occurrence first, as CPython would import it (protocol < 3
+  /// names go through the Python 2 -> 3 mapping).
+  std::vector<std::string> globals;
+  /// NEXT_BUFFER opcodes: out-of-band buffers the pickle consumes.
+  std::size_t out_of_band_buffers = 0;
+  bool has_persistent_ids = false;
+};
+
+/// Reads the whole pickle (up to STOP) without its buffers. Fails on any
+/// malformed pickle, as the loader would.
+Result<Summary> summarize(ByteSpan pickle, const Limits& limits = {});
+
+/// The pickletools.dis listing (core/pickle/pickle_dis.h). Fails with the first
+/// problem found (use disassemble_listing for the lines before it);
+/// Errc::limit_exceeded when the text would pass max_pickle_output_bytes.
+Result<std::string> disassemble(ByteSpan pickle, const Limits& limits = {});
+
+struct RecodeOptions {
+  int target_protocol = 5;
+  /// At target 5, write out-of-band buffers into the pickle.
+  bool inline_buffers = false;
+};
+
+struct Recoded {
+  Buffer pickle;
+  /// Indices into the input buffers that stay out of band, in NEXT_BUFFER
+  /// order (empty below protocol 5 or with inline_buffers).
+  std::vector<std::size_t> out_of_band;
+};
+
+/// Re-emits `pickle` (with the out-of-band `buffers` that came with it) for
+/// the target protocol, as CPython's pickler would write the same objects
+/// (core/pickle/detail/pickle_writer.h). Fails on a malformed pickle, with Errc::unsupported
+/// for what the target protocol cannot express (the message names the object
+/// and the lowest protocol that works), and with Errc::usage for a target
+/// outside 0-5.
+Result<Recoded> recode(ByteSpan pickle, std::span<const OutOfBandBuffer> buffers, const RecodeOptions& options,
+                       const Limits& limits = {});
+
+/// The (module, qualname) that a by-reference class pickle (Dask's
+/// `type-serialized`) names: its value must be one GLOBAL or STACK_GLOBAL.
+/// Anything else (a class pickled by value by cloudpickle, say) is
+/// Errc::unsupported, saying what the value is.
+Result<std::pair<std::string, std::string>> class_reference(ByteSpan pickle, const Limits& limits = {});
+
+/// The protocol 5 pickle CPython writes for a class by reference, e.g.
+/// `type-serialized` of numpy.ndarray (spec §5.1):
+/// PROTO 5, FRAME, SHORT_BINUNICODE module, MEMOIZE, SHORT_BINUNICODE
+/// qualname, MEMOIZE, STACK_GLOBAL, MEMOIZE, STOP.
+/// Errc::bad_value when a name is not valid UTF-8.
+Result<Buffer> class_reference_pickle(std::string_view module, std::string_view qualname);
+
+}  // namespace daskcaps::pickle

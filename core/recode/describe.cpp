@@ -1,0 +1,348 @@
+#include "core/recode/describe.h"
+
+#include <algorithm>
+#include <set>
+
+#include "core/pickle/pickle.h"
+
+namespace daskcaps {
+
+namespace {
+
+std::optional<std::vector<std::int64_t>> int_list(const msgpack::Value* v) {
+  if (v == nullptr || !v->is_array()) return std::nullopt;
+  std::vector<std::int64_t> out;
+  for (const auto& e : v->as_array()) {
+    auto i = e.to_int64();
+    if (!i) return std::nullopt;
+    out.push_back(*i);
+  }
+  return out;
+}
+
+// Element size of a numpy type string such as "<f8", "|S5", "<U3", "<M8[ns]".
+std::optional<std::int64_t> itemsize_of(std::string_view typestr) {
+  if (typestr.size() < 3) return std::nullopt;
+  const char kind = typestr[1];
+  std::int64_t n = 0;
+  std::size_t i = 2;
+  for (; i < typestr.size() && typestr[i] >= '0' && typestr[i] <= '9'; ++i) {
+    n = n * 10 + (typestr[i] - '0');
+    if (n > (std::int64_t{1} << 40)) return std::nullopt;
+  }
+  if (i == 2) return std::nullopt;
+  return kind == 'U' ? n * 4 : n;  // <U counts characters of 4 bytes
+}
+
+std::string order_of(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides,
+                     std::optional<std::int64_t> itemsize) {
+  if (shape.size() != strides.size() || !itemsize) return "strided";
+  for (std::int64_t s : strides)
+    if (s == 0) return "broadcast";
+  auto contiguous = [&](bool c_order) {
+    std::int64_t expect = *itemsize;
+    for (std::size_t k = 0; k < shape.size(); ++k) {
+      const std::size_t i = c_order ? shape.size() - 1 - k : k;
+      if (shape[i] > 1 && strides[i] != expect) return false;
+      expect *= shape[i];
+    }
+    return true;
+  };
+  const bool c = contiguous(true);
+  const bool f = contiguous(false);
+  if (c && f) return "C+F";
+  if (c) return "C";
+  if (f) return "F";
+  return "strided";
+}
+
+// `base`: absolute offset of the pickle's first byte when it sits as it is
+// in the input (kNoOffset when it was decompressed, merged or is inside a
+// msgpack header), so that errors point at the right byte.
+void add_pickle(ObjectReport& out, std::string where, ByteSpan bytes, const DescribeOptions& options,
+                std::uint64_t base = kNoOffset) {
+  PickleReport p;
+  p.where = std::move(where);
+  auto summary = pickle::summarize(bytes, options.limits);
+  if (summary) {
+    p.protocol = summary->protocol;
+    p.globals = summary->globals;
+    p.out_of_band_buffers = summary->out_of_band_buffers;
+    if (options.disassemble) {
+      auto dis = pickle::disassemble(bytes, options.limits);
+      p.disassembly = dis ? std::move(*dis) : "unreadable: " + rebase_error(dis.error(), base).message();
+    }
+  } else {
+    p.error = rebase_error(summary.error(), base).message();
+    out.problems.push_back(p.where + ": pickle does not parse: " + *p.error);
+  }
+  out.pickles.push_back(std::move(p));
+}
+
+std::string class_name_of(ByteSpan type_serialized, const DescribeOptions& options, ObjectReport& out) {
+  auto ref = pickle::class_reference(type_serialized, options.limits);
+  if (!ref) {
+    out.problems.push_back("type-serialized: " + ref.error().message());
+    return "";
+  }
+  return ref->first.empty() ? ref->second : ref->first + "." + ref->second;
+}
+
+bool is_gpu_type(std::string_view type) {
+  for (std::string_view prefix : {"cupy.", "cupy", "rmm.", "numba.cuda", "cudf."}) {
+    if (type.substr(0, prefix.size()) == prefix &&
+        (prefix.back() == '.' || type.size() == prefix.size() || type[prefix.size()] == '.'))
+      return true;
+  }
+  return false;
+}
+
+// Fills serializer, type, layout, array, pickles and elements from a
+// sub-header and the object's merged (decompressed, unsplit) frames, when
+// they are available.
+void describe_header(const msgpack::Value& header, const std::vector<Bytes>* merged,
+                     ObjectReport& out, const DescribeOptions& options, std::uint64_t data_base = kNoOffset) {
+  if (const auto* s = header.find("serializer"); s != nullptr && s->is_str())
+    out.serializer = s->as_str();
+
+  const msgpack::Value* ts = header.find("type-serialized");
+  if (ts != nullptr && ts->is_bin()) {
+    add_pickle(out, "type-serialized", ts->as_bin(), options);
+    std::string name = class_name_of(ts->as_bin(), options, out);
+    if (!name.empty()) out.type = name;
+  } else if (ts != nullptr && ts->is_str()) {
+    out.type = ts->as_str();  // collections name their type as a plain string
+  }
+  if (!out.type) {
+    if (const auto* t = header.find("type"); t != nullptr && t->is_str()) out.type = t->as_str();
+  }
+
+  // Collections (spec §3.6): one sub-header per element.
+  if (const auto* ic = header.find("is-collection"); ic != nullptr && ic->is_bool() && ic->as_bool()) {
+    out.collection = true;
+    const msgpack::Value* subs = header.find("sub-headers");
+    auto lengths = int_list(header.find("frame-lengths"));
+    if (subs == nullptr || !subs->is_array()) {
+      out.problems.push_back("collection without a \"sub-headers\" list");
+      return;
+    }
+    std::size_t at = 0;
+    const auto& items = subs->as_array();
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      ObjectReport element;
+      element.path = out.path + "[" + std::to_string(i) + "]";
+      element.placeholder = out.placeholder;
+      element.header_frame = out.header_frame;
+      std::vector<Bytes> element_frames;
+      const std::vector<Bytes>* element_ptr = nullptr;
+      if (merged != nullptr && lengths && i < lengths->size() && (*lengths)[i] >= 0 &&
+          static_cast<std::size_t>((*lengths)[i]) <= merged->size() - std::min(at, merged->size())) {
+        const std::size_t n = static_cast<std::size_t>((*lengths)[i]);
+        element_frames.assign(merged->begin() + static_cast<std::ptrdiff_t>(at),
+                              merged->begin() + static_cast<std::ptrdiff_t>(at + n));
+        at += n;
+        element_ptr = &element_frames;
+        std::uint64_t raw = 0;
+        for (const Bytes& f : element_frames) raw += f.size();
+        element.raw_bytes = raw;
+      }
+      if (const auto* key = items[i].find("key"); key != nullptr)
+        element.path = out.path + "[" + msgpack::repr(*key, 40) + "]";
+      describe_header(items[i], element_ptr, element, options);
+      out.elements.push_back(std::move(element));
+    }
+    return;
+  }
+
+  const std::string serializer = out.serializer.value_or("");
+  const std::string type = out.type.value_or("");
+  const msgpack::Value* sub = header.find("sub-header");
+
+  if (serializer == "cuda" || is_gpu_type(type)) {
+    out.layout = "gpu";
+    if (sub != nullptr) out.array = cupy_layout(*sub);
+  } else if (sub != nullptr && (type == "numpy.ndarray" || type.rfind("numpy.", 0) == 0)) {
+    out.array = numpy_layout(*sub);
+    if (out.array) out.layout = "cpu";
+    if (out.array && out.array->object_pickle && merged != nullptr && !merged->empty())
+      add_pickle(out, "object array data", (*merged)[0], options, data_base);
+    if (const auto* dt = sub->find("dtype"); dt != nullptr && dt->is_array() &&
+                                             dt->as_array().size() == 2 &&
+                                             dt->as_array()[1].is_bin())
+      add_pickle(out, "dtype", dt->as_array()[1].as_bin(), options);
+  }
+
+  if (serializer == "pickle" && merged != nullptr && !merged->empty())
+    add_pickle(out, "pickle data", (*merged)[0], options, data_base);
+}
+
+void finish_pickles(ObjectReport& out) {
+  std::set<std::string> seen;
+  for (const PickleReport& p : out.pickles) {
+    out.pickle_protocol = std::max(out.pickle_protocol, p.protocol);
+    for (const std::string& g : p.globals)
+      if (seen.insert(g).second) out.globals.push_back(g);
+  }
+  for (ObjectReport& e : out.elements) {
+    finish_pickles(e);
+    out.pickle_protocol = std::max(out.pickle_protocol, e.pickle_protocol);
+    for (const std::string& g : e.globals)
+      if (seen.insert(g).second) out.globals.push_back(g);
+  }
+}
+
+ObjectReport describe_object(const Message& message, const SubObject& obj, const DescribeOptions& options) {
+  ObjectReport out;
+  out.path = obj.path;
+  out.placeholder = std::string(placeholder_key(obj.kind));
+  out.header_frame = obj.header_frame;
+
+  auto codecs = frame_compression(obj);
+  if (!codecs) out.problems.push_back(codecs.error().message());
+  std::optional<std::vector<Bytes>> decompressed = std::vector<Bytes>{};
+  std::uint64_t raw_total = 0;
+  for (std::size_t i = 0; i < obj.frames.size(); ++i) {
+    FrameReport fr;
+    fr.index = obj.header_frame + 1 + i;
+    fr.wire_bytes = obj.frames[i].size();
+    out.wire_bytes += fr.wire_bytes;
+    if (codecs) {
+      const CompressionValue& cv = (*codecs)[i];
+      fr.compression = cv.to_string();
+      auto raw = decompress_frame(cv, obj.frames[i], options.limits);
+      if (raw) {
+        fr.raw_bytes = raw->size();
+        raw_total += raw->size();
+        if (decompressed) decompressed->push_back(std::move(*raw));
+      } else {
+        out.problems.push_back(obj.frame_label(i) + ": " + raw.error().message());
+        decompressed.reset();
+      }
+    } else {
+      decompressed.reset();
+    }
+    out.frames.push_back(std::move(fr));
+  }
+  if (decompressed) out.raw_bytes = raw_total;
+
+  if (obj.kind == Placeholder::pickled) {
+    out.serializer = std::nullopt;
+    const msgpack::Value* po = obj.header.find("pickled-obj");
+    if (po != nullptr && po->is_bin()) {
+      add_pickle(out, "pickled-obj", po->as_bin(), options);
+    } else {
+      out.problems.push_back("__Pickled__ sub-header has no bin \"pickled-obj\"");
+    }
+    finish_pickles(out);
+    return out;
+  }
+
+  auto layout = split_layout(obj);
+  if (!layout) {
+    out.problems.push_back(layout.error().message());
+  } else {
+    out.split = *layout;
+  }
+  std::optional<std::vector<Bytes>> merged;
+  if (decompressed && layout) {
+    auto m = merge_frames(obj, std::move(*decompressed));
+    if (m) {
+      merged = std::move(*m);
+    } else {
+      out.problems.push_back(m.error().message());
+    }
+  }
+  // Where the first original frame starts in the input, when it is one raw
+  // wire frame (its pickle's offsets can then be made absolute).
+  std::uint64_t data_base = kNoOffset;
+  if (codecs && !obj.frames.empty()) {
+    std::size_t first = 0, count = obj.frames.size() == 0 ? 0 : 1;
+    if (layout && *layout && !(*layout)->counts.empty()) {
+      first = static_cast<std::size_t>((*layout)->offsets[0]);
+      count = static_cast<std::size_t>((*layout)->counts[0]);
+    }
+    if (count == 1 && first < obj.frame_offsets.size() && !(*codecs)[first].compresses())
+      data_base = obj.frame_offsets[first];
+  }
+  describe_header(obj.header, merged ? &*merged : nullptr, out, options, data_base);
+
+  // Exceptions in error replies are pickles sent as `bytes` (spec §7.5).
+  const msgpack::Value* status = message.root.find("status");
+  if (merged && !merged->empty() && status != nullptr && status->is_str() &&
+      status->as_str() == "uncaught-error" && (obj.path == "exception" || obj.path == "traceback") &&
+      out.type.value_or("") == "bytes")
+    add_pickle(out, obj.path + " pickle", (*merged)[0], options, data_base);
+  finish_pickles(out);
+  return out;
+}
+
+}  // namespace
+
+std::optional<ArrayLayout> numpy_layout(const msgpack::Value& sub) {
+  if (!sub.is_map()) return std::nullopt;
+  ArrayLayout a;
+  a.library = "numpy";
+  if (const auto* p = sub.find("pickle"); p != nullptr && p->is_bool() && p->as_bool()) {
+    a.object_pickle = true;
+    a.dtype = "object";
+    a.order = "pickle";
+    return a;
+  }
+  const msgpack::Value* dt = sub.find("dtype");
+  if (dt == nullptr || !dt->is_array() || dt->as_array().size() != 2) return std::nullopt;
+  const auto& flag = dt->as_array()[0];
+  const auto& value = dt->as_array()[1];
+  std::optional<std::int64_t> itemsize;
+  if (flag.to_int64() == 0 && value.is_str()) {
+    a.dtype = value.as_str();
+    itemsize = itemsize_of(a.dtype);
+  } else if (flag.to_int64() == 0 && value.is_array()) {
+    a.dtype = "descr " + msgpack::repr(value, 120);
+  } else if (flag.to_int64() == 1 && value.is_bin()) {
+    a.dtype = "pickled dtype";
+  } else {
+    return std::nullopt;
+  }
+  auto shape = int_list(sub.find("shape"));
+  auto strides = int_list(sub.find("strides"));
+  if (!shape || !strides) return std::nullopt;
+  auto broadcast = int_list(sub.find("broadcast_to"));
+  a.shape = broadcast ? *broadcast : *shape;
+  a.strides = *strides;
+  a.order = order_of(*shape, *strides, itemsize);
+  if (const auto* w = sub.find("writeable"); w != nullptr && w->is_array() && !w->as_array().empty() &&
+                                             w->as_array()[0].is_bool())
+    a.writeable = w->as_array()[0].as_bool();
+  return a;
+}
+
+std::optional<ArrayLayout> cupy_layout(const msgpack::Value& cai) {
+  if (!cai.is_map()) return std::nullopt;
+  const msgpack::Value* ts = cai.find("typestr");
+  auto shape = int_list(cai.find("shape"));
+  if (ts == nullptr || !ts->is_str() || !shape) return std::nullopt;
+  ArrayLayout a;
+  a.library = "cupy";
+  a.dtype = ts->as_str();
+  a.shape = *shape;
+  auto strides = int_list(cai.find("strides"));
+  if (strides) a.strides = *strides;
+  a.order = strides ? order_of(a.shape, a.strides, itemsize_of(a.dtype)) : "C";
+  return a;
+}
+
+MessageReport describe_message(const Message& message, const DescribeOptions& options) {
+  MessageReport r;
+  for (const Bytes& f : message.original_frames) r.frame_sizes.push_back(f.size());
+  r.op = message.op();
+  r.batched_ops = message.batched_ops();
+  if (message.is_handshake()) {
+    auto h = handshake_from_msgpack(message.root);
+    if (h) r.handshake = std::move(*h);
+  }
+  for (const SubObject& obj : message.objects) r.objects.push_back(describe_object(message, obj, options));
+  r.loose_frames = message.loose_frames;
+  return r;
+}
+
+}  // namespace daskcaps

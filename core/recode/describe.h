@@ -1,0 +1,102 @@
+// What `inspect` reports about a message: a plain structure built from the
+// message model without executing anything (style §1.7: build a report,
+// then render it). Types come from `type-serialized` (the class reference of
+// a by-reference pickle, read by the pickle engine), pickle details from the
+// pickle engine's summary, array layouts from the numpy and CuPy
+// sub-headers (spec §5.2, §5.3).
+//
+// Problems that do not stop the description (an unknown codec, a pickle
+// that does not parse) are kept in `problems` of the object they concern.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/wire/handshake.h"
+#include "core/base/limits.h"
+#include "core/wire/message.h"
+#include "core/base/result.h"
+#include "core/wire/serialized.h"
+
+namespace daskcaps {
+
+struct FrameReport {
+  std::size_t index = 0;               // absolute frame index in the message
+  std::uint64_t wire_bytes = 0;        // as sent
+  std::optional<std::uint64_t> raw_bytes;  // after decompression, when known
+  std::string compression = "null";    // "lz4", "null", "false", or an unknown name
+};
+
+/// A numpy or CuPy array as its header describes it.
+struct ArrayLayout {
+  std::string library;             // "numpy" or "cupy"
+  std::string dtype;               // type string ("<f8") or a description of a
+                                   // pickled / structured dtype
+  std::vector<std::int64_t> shape; // the real shape (broadcast_to when present)
+  std::vector<std::int64_t> strides;  // byte strides of the transmitted data
+  std::string order;               // "C", "F", "C+F" (both), "broadcast", "strided"
+  std::optional<bool> writeable;
+  bool object_pickle = false;      // numpy {"pickle": true}: data is a pickle
+};
+
+struct PickleReport {
+  std::string where;  // "frame 3", "pickled-obj", "type-serialized", "dtype"
+  std::int64_t protocol = -1;
+  std::vector<std::string> globals;  // "module.name", in order of first use
+  std::size_t out_of_band_buffers = 0;
+  std::optional<std::string> error;  // when the pickle did not parse
+  std::optional<std::string> disassembly;  // with DescribeOptions::disassemble
+};
+
+struct ObjectReport {
+  std::string path;                        // in frame 0 ("data", "tasks['x']")
+  std::string placeholder;                 // "__Serialized__" or "__Pickled__"
+  std::size_t header_frame = 0;
+  std::optional<std::string> serializer;   // dask, pickle, msgpack, cuda, error
+  std::optional<std::string> type;         // module.qualname
+  std::string layout;                      // "cpu", "gpu" or "" when not an array
+  std::optional<ArrayLayout> array;
+  std::vector<FrameReport> frames;
+  std::uint64_t wire_bytes = 0;
+  std::optional<std::uint64_t> raw_bytes;  // when every frame's size is known
+  std::optional<SplitLayout> split;
+  std::vector<PickleReport> pickles;
+  std::int64_t pickle_protocol = -1;       // highest among `pickles`, -1 if none
+  std::vector<std::string> globals;        // union of the pickles' globals
+  bool collection = false;
+  std::vector<ObjectReport> elements;      // collection elements
+  std::vector<std::string> problems;
+};
+
+struct MessageReport {
+  std::size_t index = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t wire_bytes = 0;
+  std::uint64_t skipped_before = 0;
+  bool short_length = false;
+  std::vector<std::uint64_t> frame_sizes;
+  std::optional<std::string> op;
+  std::vector<std::string> batched_ops;
+  std::optional<Handshake> handshake;
+  std::vector<ObjectReport> objects;
+  std::vector<std::size_t> loose_frames;
+};
+
+struct DescribeOptions {
+  Limits limits;
+  bool disassemble = false;  // add a pickletools-style listing of each pickle
+};
+
+/// Describes every object of a parsed message. Decompresses frames (bounded
+/// by the limits) only to learn sizes and read pickles; never fails on a bad
+/// object: its problems are recorded instead.
+MessageReport describe_message(const Message& message, const DescribeOptions& options = {});
+
+/// Layout of a numpy dask-family sub-header ("sub-header" of a header whose
+/// type is numpy.ndarray) or a CuPy CAI; nullopt when it is neither.
+std::optional<ArrayLayout> numpy_layout(const msgpack::Value& sub_header);
+std::optional<ArrayLayout> cupy_layout(const msgpack::Value& cai);
+
+}  // namespace daskcaps

@@ -1,0 +1,483 @@
+#include "core/recode/transcode.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "core/recode/gpu_layout.h"
+#include "core/wire/handshake.h"
+#include "core/pickle/pickle.h"
+#include "core/wire/serialized.h"
+
+namespace daskcaps {
+
+TranscodeReport& TranscodeReport::operator+=(const TranscodeReport& o) {
+  frames_recompressed += o.frames_recompressed;
+  pickles_recoded += o.pickles_recoded;
+  buffers_inlined += o.buffers_inlined;
+  arrays_converted += o.arrays_converted;
+  unconvertible.insert(unconvertible.end(), o.unconvertible.begin(), o.unconvertible.end());
+  bytes_in += o.bytes_in;
+  bytes_out += o.bytes_out;
+  return *this;
+}
+
+namespace {
+
+using msgpack::Value;
+
+Result<ClassRef> read_class(ByteSpan type_serialized) {
+  auto ref = pickle::class_reference(type_serialized);
+  if (!ref) return std::move(ref).error();
+  return ClassRef{ref->first, ref->second};
+}
+
+class ObjectRecoder {
+ public:
+  ObjectRecoder(const TranscodeOptions& opt, TranscodeReport& rep) : opt_(opt), rep_(rep) {}
+
+  Result<SubObject> recode(const Message& message, const SubObject& in) {
+    if (in.kind == Placeholder::pickled) return recode_pickled(in);
+    return recode_serialized(message, in);
+  }
+
+ private:
+  // A pickle without out-of-band buffers, re-emitted at the target protocol.
+  Result<Buffer> recode_plain(ByteSpan pickled, const char* what) {
+    pickle::RecodeOptions ro;
+    ro.target_protocol = *opt_.pickle_protocol;
+    ro.inline_buffers = opt_.inline_buffers;
+    auto r = pickle::recode(pickled, {}, ro, opt_.limits);
+    if (!r) return rebase_error(std::move(r).error(), kNoOffset).add_context(what);
+    ++rep_.pickles_recoded;
+    return std::move(r->pickle);
+  }
+
+  // frames[0] is a pickle, frames[1..] its out-of-band buffers. Returns the
+  // new frames (pickle first, then the buffers that stay out of band) and
+  // their writeable flags.
+  Result<std::vector<Bytes>> recode_with_buffers(const std::vector<Bytes>& frames,
+                                                 std::vector<bool>& writeable, const char* what) {
+    std::vector<pickle::OutOfBandBuffer> buffers;
+    buffers.reserve(frames.size() - 1);
+    for (std::size_t i = 1; i < frames.size(); ++i)
+      buffers.push_back({frames[i].span(), i - 1 < writeable.size() ? bool(writeable[i - 1]) : true});
+    pickle::RecodeOptions ro;
+    ro.target_protocol = *opt_.pickle_protocol;
+    ro.inline_buffers = opt_.inline_buffers;
+    auto r = pickle::recode(frames[0], buffers, ro, opt_.limits);
+    if (!r) return rebase_error(std::move(r).error(), kNoOffset).add_context(what);
+    ++rep_.pickles_recoded;
+    rep_.buffers_inlined += buffers.size() - r->out_of_band.size();
+    std::vector<Bytes> out;
+    out.emplace_back(std::move(r->pickle));
+    std::vector<bool> kept;
+    for (std::size_t idx : r->out_of_band) {
+      if (idx >= buffers.size()) return make_error(Errc::internal, "pickle engine kept an unknown buffer");
+      out.push_back(frames[idx + 1]);
+      kept.push_back(buffers[idx].writeable);
+    }
+    writeable = std::move(kept);
+    return out;
+  }
+
+  // type-serialized and pickled numpy dtypes inside one (sub-)header.
+  Status recode_header_pickles(Value& header) {
+    if (Value* ts = header.find("type-serialized"); ts != nullptr && ts->is_bin()) {
+      auto r = recode_plain(ts->as_bin(), "type-serialized");
+      if (!r) return std::move(r).error();
+      *ts = Value::bin(std::move(*r));
+    }
+    if (Value* sub = header.find("sub-header"); sub != nullptr && sub->is_map()) {
+      if (Value* dt = sub->find("dtype"); dt != nullptr && dt->is_array() && dt->as_array().size() == 2 &&
+                                          dt->as_array()[0].to_int64() == 1 && dt->as_array()[1].is_bin()) {
+        auto r = recode_plain(dt->as_array()[1].as_bin(), "pickled dtype");
+        if (!r) return std::move(r).error();
+        dt->as_array()[1] = Value::bin(std::move(*r));
+      }
+    }
+    if (Value* subs = header.find("sub-headers"); subs != nullptr && subs->is_array()) {
+      for (Value& e : subs->as_array()) {
+        if (auto st = recode_header_pickles(e); !st) return st;
+      }
+    }
+    return {};
+  }
+
+  static std::vector<bool> writeable_of(const Value& header, std::size_t buffers) {
+    std::vector<bool> out(buffers, true);
+    if (const Value* w = header.find("writeable"); w != nullptr && w->is_array()) {
+      const auto& items = w->as_array();
+      for (std::size_t i = 0; i < buffers && i < items.size(); ++i)
+        if (items[i].is_bool()) out[i] = items[i].as_bool();
+    }
+    return out;
+  }
+  static Value writeable_value(const std::vector<bool>& w) {
+    msgpack::Array a;
+    for (bool b : w) a.push_back(Value::boolean(b));
+    return Value::array(std::move(a));
+  }
+
+  // Which pickle a (sub-)header's data frames hold: the `pickle` family, a
+  // numpy object array, or nothing.
+  enum class DataPickle { none, pickle_family, numpy_object };
+  static DataPickle data_pickle_of(const Value& header) {
+    const Value* s = header.find("serializer");
+    if (s != nullptr && s->is_str() && s->as_str() == "pickle") return DataPickle::pickle_family;
+    if (const Value* sub = header.find("sub-header"); sub != nullptr) {
+      if (const Value* p = sub->find("pickle"); p != nullptr && p->is_bool() && p->as_bool())
+        return DataPickle::numpy_object;
+    }
+    return DataPickle::none;
+  }
+
+  // Recodes the data pickle of one (sub-)header in place on its frames.
+  Status recode_data(Value& header, std::vector<Bytes>& frames, bool& changed) {
+    const DataPickle kind = data_pickle_of(header);
+    if (kind == DataPickle::none || frames.empty()) return {};
+    std::vector<bool> writeable = writeable_of(header, frames.size() - 1);
+    auto out = recode_with_buffers(frames, writeable,
+                                   kind == DataPickle::pickle_family ? "pickle" : "object array");
+    if (!out) return std::move(out).error();
+    frames = std::move(*out);
+    if (kind == DataPickle::pickle_family) header.set("writeable", writeable_value(writeable));
+    changed = true;
+    return {};
+  }
+
+  // The codec an object already uses (its first compressing entry).
+  static Result<Codec> object_codec(const std::vector<CompressionValue>& codecs) {
+    for (const CompressionValue& c : codecs)
+      if (c.compresses()) return codec_of(c);
+    return Codec::none;
+  }
+
+  Result<SubObject> recode_serialized(const Message& message, const SubObject& in) {
+    SubObject obj = in;
+    auto codecs = frame_compression(obj);
+    if (!codecs) return std::move(codecs).error();
+
+    if (opt_.layout_cpu) {
+      for (LayoutResult& r : convert_object_to_cpu(obj, &read_class)) {
+        if (r.outcome == LayoutOutcome::converted) {
+          ++rep_.arrays_converted;
+          continue;
+        }
+        std::string what = obj.path + ": " + r.type + " cannot become a CPU object: " + r.reason;
+        if (!opt_.keep_unconvertible) return make_error(Errc::unsupported, what + " (--keep-unconvertible leaves it as it is)");
+        rep_.unconvertible.push_back(std::move(what));
+      }
+      codecs = frame_compression(obj);  // false entries may have become nil
+      if (!codecs) return std::move(codecs).error();
+    }
+
+    bool frames_changed = false;
+    std::vector<Bytes> merged;
+    if (opt_.pickle_protocol) {
+      if (auto st = recode_header_pickles(obj.header); !st) return std::move(st).error();
+      const bool error_pickle = is_error_pickle(message, obj);
+      bool has_data_pickle = data_pickle_of(obj.header) != DataPickle::none || error_pickle;
+      if (const Value* subs = obj.header.find("sub-headers"); subs != nullptr && subs->is_array())
+        for (const Value& e : subs->as_array()) has_data_pickle |= data_pickle_of(e) != DataPickle::none;
+      if (has_data_pickle) {
+        auto raw = decompressed_frames(obj, opt_.limits);
+        if (!raw) return std::move(raw).error();
+        auto m = merge_frames(obj, std::move(*raw));
+        if (!m) return std::move(m).error();
+        merged = std::move(*m);
+        if (error_pickle && !merged.empty()) {
+          auto r = recode_plain(merged[0], "exception pickle");
+          if (!r) return std::move(r).error();
+          merged[0] = Bytes(std::move(*r));
+          frames_changed = true;
+        }
+        if (auto st = recode_data(obj.header, merged, frames_changed); !st) return std::move(st).error();
+        if (auto st = recode_elements(obj.header, merged, frames_changed); !st) return std::move(st).error();
+      }
+    }
+
+    if (frames_changed) {
+      auto codec = opt_.codec ? Result<Codec>(*opt_.codec) : object_codec(*codecs);
+      if (!codec) return std::move(codec).error();
+      if (auto st = resplit(obj, merged, *codec); !st) return std::move(st).error();
+      return obj;
+    }
+    if (opt_.codec) {
+      if (auto st = recompress(obj, *codecs, *opt_.codec); !st) return std::move(st).error();
+    }
+    return obj;
+  }
+
+  // Collection elements whose frames hold pickles (frame-lengths slices).
+  Status recode_elements(Value& header, std::vector<Bytes>& merged, bool& changed) {
+    Value* subs = header.find("sub-headers");
+    Value* lengths = header.find("frame-lengths");
+    if (subs == nullptr || !subs->is_array() || lengths == nullptr || !lengths->is_array()) return {};
+    auto& elements = subs->as_array();
+    auto& counts = lengths->as_array();
+    if (counts.size() != elements.size())
+      return make_error(Errc::bad_value, "collection \"frame-lengths\" and \"sub-headers\" differ in length");
+    std::vector<Bytes> out;
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < elements.size(); ++i) {
+      auto n = counts[i].to_uint64();
+      if (!n || *n > merged.size() - at)
+        return make_error(Errc::length_out_of_range, "collection element " + std::to_string(i) +
+                                                         " claims frames past the object's end");
+      std::vector<Bytes> frames(merged.begin() + static_cast<std::ptrdiff_t>(at),
+                                merged.begin() + static_cast<std::ptrdiff_t>(at + *n));
+      at += *n;
+      bool element_changed = false;
+      if (auto st = recode_data(elements[i], frames, element_changed); !st)
+        return std::move(st).error().add_context("element " + std::to_string(i));
+      if (element_changed) {
+        counts[i] = Value::uinteger(frames.size());
+        changed = true;
+      }
+      out.insert(out.end(), frames.begin(), frames.end());
+    }
+    out.insert(out.end(), merged.begin() + static_cast<std::ptrdiff_t>(at), merged.end());
+    merged = std::move(out);
+    return {};
+  }
+
+  static bool is_error_pickle(const Message& message, const SubObject& obj) {
+    const Value* status = message.root.find("status");
+    if (status == nullptr || !status->is_str() || status->as_str() != "uncaught-error") return false;
+    if (obj.path != "exception" && obj.path != "traceback") return false;
+    const Value* type = obj.header.find("type");
+    return type != nullptr && type->is_str() && type->as_str() == "bytes";
+  }
+
+  // Splits original frames into shards of at most shard_bytes and
+  // compresses each shard with Dask's rule; rewrites the split keys and the
+  // compression list.
+  Status resplit(SubObject& obj, const std::vector<Bytes>& frames, Codec codec) {
+    std::vector<Bytes> wire;
+    std::vector<CompressionValue> entries;
+    msgpack::Array counts, offsets;
+    const std::uint64_t shard = std::max<std::uint64_t>(opt_.shard_bytes, 1);
+    for (const Bytes& f : frames) {
+      offsets.push_back(Value::uinteger(wire.size()));
+      std::uint64_t pieces = 0;
+      for (std::uint64_t at = 0; at < f.size() || (at == 0 && f.size() == 0); at += shard) {
+        const std::uint64_t len = std::min<std::uint64_t>(shard, f.size() - at);
+        Bytes piece = f.slice(static_cast<std::size_t>(at), static_cast<std::size_t>(len));
+        auto c = compress_one(piece, codec);
+        if (!c) return std::move(c).error();
+        wire.push_back(std::move(c->first));
+        entries.push_back(std::move(c->second));
+        ++pieces;
+        if (f.size() == 0) break;
+      }
+      counts.push_back(Value::uinteger(pieces));
+    }
+    obj.frames = std::move(wire);
+    obj.header.set("split-num-sub-frames", Value::array(std::move(counts)));
+    obj.header.set("split-offsets", Value::array(std::move(offsets)));
+    set_frame_compression(obj, entries);
+    return {};
+  }
+
+  Result<std::pair<Bytes, CompressionValue>> compress_one(const Bytes& raw, Codec codec) {
+    if (codec == Codec::none) return std::pair<Bytes, CompressionValue>{raw, CompressionValue::nil()};
+    auto mc = maybe_compress(codec, raw, opt_.rules, opt_.compress);
+    if (!mc) return std::move(mc).error();
+    ++rep_.frames_recompressed;
+    if (!mc->compressed) return std::pair<Bytes, CompressionValue>{raw, CompressionValue::nil()};
+    return std::pair<Bytes, CompressionValue>{Bytes(std::move(mc->data)),
+                                              CompressionValue::named(std::string(codec_name(codec)))};
+  }
+
+  // Same shards, new codec.
+  Status recompress(SubObject& obj, std::vector<CompressionValue> codecs, Codec target) {
+    for (std::size_t i = 0; i < obj.frames.size(); ++i) {
+      const CompressionValue& entry = codecs[i];
+      if (entry.kind == CompressionValue::Kind::false_) continue;  // never compressed
+      auto current = codec_of(entry);
+      if (!current)
+        return std::move(current).error().add_context(obj.frame_label(i));
+      if (*current == target) continue;
+      auto raw = decompress_frame(entry, obj.frames[i], opt_.limits);
+      if (!raw) return std::move(raw).error().add_context(obj.frame_label(i));
+      auto c = compress_one(*raw, target);
+      if (!c) return std::move(c).error();
+      obj.frames[i] = std::move(c->first);
+      codecs[i] = std::move(c->second);
+    }
+    set_frame_compression(obj, codecs);
+    return {};
+  }
+
+  Result<SubObject> recode_pickled(const SubObject& in) {
+    SubObject obj = in;
+    const bool recode_pickle = opt_.pickle_protocol.has_value();
+    if (!recode_pickle && !opt_.codec) return obj;
+    auto raw = decompressed_frames(obj, opt_.limits);
+    if (!raw) return std::move(raw).error();
+    std::vector<Bytes> frames = std::move(*raw);
+    if (recode_pickle) {
+      Value* po = obj.header.find("pickled-obj");
+      if (po == nullptr || !po->is_bin())
+        return make_error(Errc::bad_value, "__Pickled__ sub-header has no bin \"pickled-obj\"");
+      std::vector<Bytes> all;
+      all.emplace_back(po->as_bin());
+      all.insert(all.end(), frames.begin(), frames.end());
+      // ToPickle sends no writeable flags; inline as bytearray, which gives
+      // NumPy the writeable arrays the receiver would have had.
+      std::vector<bool> writeable(frames.size(), true);
+      auto out = recode_with_buffers(all, writeable, "pickled-obj");
+      if (!out) return std::move(out).error();
+      *po = Value::bin(Buffer((*out)[0].data(), (*out)[0].data() + (*out)[0].size()));
+      frames.assign(out->begin() + 1, out->end());
+    }
+    // Always raw: 2022.12 does not decompress __Pickled__ buffers (spec §3.3).
+    obj.frames = std::move(frames);
+    std::vector<CompressionValue> none(obj.frames.size(), CompressionValue::nil());
+    set_frame_compression(obj, none);
+    return obj;
+  }
+
+  const TranscodeOptions& opt_;
+  TranscodeReport& rep_;
+};
+
+msgpack::Value rewrite_handshake(const msgpack::Value& root, const TranscodeOptions& opt) {
+  msgpack::Value out = root;
+  if (opt.codec) {
+    out.set("compression", *opt.codec == Codec::none
+                               ? msgpack::Value::nil()
+                               : msgpack::Value::str(std::string(codec_name(*opt.codec))));
+  }
+  if (opt.pickle_protocol) out.set("pickle-protocol", msgpack::Value::integer(*opt.pickle_protocol));
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<Bytes>> transcode_message(const Message& message, const TranscodeOptions& options,
+                                             TranscodeReport& report) {
+  for (const Bytes& f : message.original_frames) report.bytes_in += f.size();
+  if (options.is_identity()) {
+    for (const Bytes& f : message.original_frames) report.bytes_out += f.size();
+    return message.original_frames;
+  }
+  Message out;
+  out.root = message.is_handshake() ? rewrite_handshake(message.root, options) : message.root;
+  out.loose_frames = message.loose_frames;
+  out.original_frames = message.original_frames;
+  ObjectRecoder recoder(options, report);
+  for (const SubObject& obj : message.objects) {
+    auto r = recoder.recode(message, obj);
+    if (!r) return std::move(r).error().add_context(obj.path);
+    out.objects.push_back(std::move(*r));
+  }
+  auto frames = assemble_message(out);
+  if (!frames) return frames;
+  for (const Bytes& f : *frames) report.bytes_out += f.size();
+  return frames;
+}
+
+Result<TranscodeReport> transcode_stream(const MessageSourceFn& next, const MessageSinkFn& write,
+                                         const TranscodeOptions& options, unsigned threads) {
+  threads = std::max(1u, threads);
+  struct Job {
+    std::size_t index;
+    std::future<Result<std::pair<std::vector<Bytes>, TranscodeReport>>> result;
+  };
+  auto work = [&options](SourceMessage m) -> Result<std::pair<std::vector<Bytes>, TranscodeReport>> {
+    TranscodeReport rep;
+    auto offsets = frame_offsets_for(m.offset, m.frames);
+    auto parsed = parse_message(std::move(m.frames), options.limits, offsets);
+    if (!parsed) return std::move(parsed).error().add_context("message " + std::to_string(m.index));
+    auto frames = transcode_message(*parsed, options, rep);
+    if (!frames) return std::move(frames).error().add_context("message " + std::to_string(m.index));
+    return std::pair<std::vector<Bytes>, TranscodeReport>{std::move(*frames), std::move(rep)};
+  };
+
+  // A small pool: workers take messages from a queue; results come back
+  // through futures that the caller drains in order.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::packaged_task<Result<std::pair<std::vector<Bytes>, TranscodeReport>>()>> tasks;
+  bool stop = false;
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      for (;;) {
+        std::packaged_task<Result<std::pair<std::vector<Bytes>, TranscodeReport>>()> task;
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return stop || !tasks.empty(); });
+          if (tasks.empty()) return;
+          task = std::move(tasks.front());
+          tasks.pop_front();
+        }
+        task();
+      }
+    });
+  }
+  auto shutdown = [&] {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+      tasks.clear();
+    }
+    cv.notify_all();
+    for (auto& t : pool) t.join();
+  };
+
+  TranscodeReport total;
+  std::deque<Job> inflight;
+  bool exhausted = false;
+  // One message per worker in flight: memory stays at about `threads`
+  // messages (each: its input frames, the decoded frame being recoded, and
+  // its output). Reading and writing, on this thread, overlap the work; a
+  // deeper window bought no speed on uniform captures and cost a message of
+  // memory per slot.
+  const std::size_t window = static_cast<std::size_t>(threads);
+  for (;;) {
+    while (!exhausted && inflight.size() < window) {
+      auto m = next();
+      if (!m) {
+        shutdown();
+        return std::move(m).error();
+      }
+      if (!*m) {
+        exhausted = true;
+        break;
+      }
+      const std::size_t index = (*m)->index;
+      std::packaged_task<Result<std::pair<std::vector<Bytes>, TranscodeReport>>()> task(
+          [work, msg = std::move(**m)]() mutable { return work(std::move(msg)); });
+      Job job{index, task.get_future()};
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        tasks.push_back(std::move(task));
+      }
+      cv.notify_one();
+      inflight.push_back(std::move(job));
+    }
+    if (inflight.empty()) break;
+    Job job = std::move(inflight.front());
+    inflight.pop_front();
+    auto r = job.result.get();
+    if (!r) {
+      shutdown();
+      return std::move(r).error();
+    }
+    if (auto st = write(job.index, r->first); !st) {
+      shutdown();
+      return std::move(st).error().add_context("message " + std::to_string(job.index));
+    }
+    total += r->second;
+  }
+  shutdown();
+  return total;
+}
+
+}  // namespace daskcaps

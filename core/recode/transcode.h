@@ -1,0 +1,91 @@
+// Recoding Dask messages for a recipient (DESIGN.md `transcode`): codec,
+// pickle protocol and GPU -> CPU layout, one message at a time, without
+// executing any pickle.
+//
+// Per sub-object (core/wire/message.h):
+//  * layout cpu: GPU array headers become NumPy headers (core/recode/gpu_layout.h);
+//    what cannot be converted is an error naming it, or is left as it is
+//    and reported with keep_unconvertible.
+//  * pickle protocol P: every pickle is re-emitted for P by the pickle
+//    engine: the `pickle` family (frame 0 plus out-of-band buffers, with
+//    `writeable`), numpy object arrays ({"pickle": true}), pickled numpy
+//    dtypes, `type-serialized` classes, `__Pickled__` objects, and the
+//    exception pickles of error replies. Below 5, out-of-band buffers are
+//    inlined and their frames removed; `writeable`, the split layout and
+//    the compression list are rebuilt.
+//  * codec: every frame is decompressed and compressed again with Dask's
+//    maybe_compress rule for the target codec (small or incompressible
+//    frames stay raw), shard by shard, so split layouts stay valid. Frames
+//    marked false (`cuda` family) are never compressed, as in Dask.
+//    `__Pickled__` buffers are always written raw: Dask 2022.12 does not
+//    decompress them on receipt (spec §3.3).
+// Frames of objects nothing changes are passed through byte for byte.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/wire/codec.h"
+#include "core/base/limits.h"
+#include "core/wire/message.h"
+#include "core/base/result.h"
+
+namespace daskcaps {
+
+struct TranscodeOptions {
+  std::optional<Codec> codec;             // nullopt: keep every frame's codec
+  std::optional<int> pickle_protocol;     // nullopt: keep every pickle
+  bool inline_buffers = false;            // at protocol 5, inline out-of-band buffers too
+  bool layout_cpu = false;                // GPU arrays become NumPy arrays
+  bool keep_unconvertible = false;        // leave what cannot become CPU data, report it
+  CompressOptions compress;               // zstd level, ...
+  MaybeCompressRules rules;               // Dask's maybe_compress thresholds
+  std::uint64_t shard_bytes = std::uint64_t{64} << 20;  // distributed.comm.shard
+  Limits limits;
+
+  /// True when the options change nothing (every frame passes through).
+  bool is_identity() const {
+    return !codec && !pickle_protocol && !inline_buffers && !layout_cpu;
+  }
+};
+
+/// What transcoding one message did.
+struct TranscodeReport {
+  std::size_t frames_recompressed = 0;
+  std::size_t pickles_recoded = 0;
+  std::size_t buffers_inlined = 0;
+  std::size_t arrays_converted = 0;
+  std::vector<std::string> unconvertible;  // "data: rmm.DeviceBuffer: <reason>"
+  std::uint64_t bytes_in = 0;
+  std::uint64_t bytes_out = 0;
+
+  TranscodeReport& operator+=(const TranscodeReport& other);
+};
+
+/// Recodes one parsed message and returns its new wire frames. A handshake
+/// message is rewritten to advertise the target codec and protocol.
+/// Errors name the object ("data: ...") and carry Errc::unsupported for
+/// what cannot be expressed, codec/pickle errors for bad input.
+Result<std::vector<Bytes>> transcode_message(const Message& message, const TranscodeOptions& options,
+                                             TranscodeReport& report);
+
+/// The streaming driver: reads messages from `next` (nullopt at the end),
+/// recodes them on `threads` workers while keeping their order, and hands
+/// each result to `write` in order. At most about 2 x threads messages are
+/// in memory at once. Stops at the first error (reader, transcode or
+/// writer) and returns it with the message index as context.
+struct SourceMessage {
+  std::size_t index = 0;
+  std::uint64_t offset = 0;
+  std::vector<Bytes> frames;
+};
+using MessageSourceFn = std::function<Result<std::optional<SourceMessage>>()>;
+using MessageSinkFn = std::function<Status(std::size_t index, const std::vector<Bytes>& frames)>;
+
+Result<TranscodeReport> transcode_stream(const MessageSourceFn& next, const MessageSinkFn& write,
+                                         const TranscodeOptions& options, unsigned threads);
+
+}  // namespace daskcaps

@@ -1,0 +1,89 @@
+// Frame codecs exactly as Dask's Python bindings write and read them
+// (spec §4.1), and Dask's maybe_compress decision (spec §4.2).
+//
+//   name      bytes on the wire
+//   "lz4"     u32 little-endian uncompressed size, then one raw LZ4 block
+//             (lz4.block.compress defaults: no frame header, no checksum)
+//   "zstd"    one zstd frame with the content size in its header (Python's
+//             ZstdDecompressor().decompress needs it), no checksum, no dict
+//   "snappy"  one raw snappy block: varint uncompressed length, elements
+//   "zlib"    a zlib stream (RFC 1950, default level 6 when writing); any
+//             valid zlib stream is accepted when reading
+//   nil/false the frame is raw
+//
+// Decompression is bounded: a frame whose declared or actual output exceeds
+// the caller's limit (Limits::max_decompressed_bytes) is an error
+// (Errc::limit_exceeded) before the output is allocated, and a frame that
+// decodes to a size other than the one it declares is Errc::codec_failed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/base/bytes.h"
+#include "core/base/result.h"
+
+namespace daskcaps {
+
+enum class Codec : std::uint8_t { none, lz4, zstd, snappy, zlib };
+
+/// Every codec this build can read and write, in Dask's "auto" preference
+/// order first (lz4, snappy) then the explicit-only ones (zstd, zlib).
+inline constexpr Codec kAllCodecs[] = {Codec::lz4, Codec::snappy, Codec::zstd, Codec::zlib};
+
+/// The name used in Dask headers and handshakes ("lz4", ...); "none" for none.
+std::string_view codec_name(Codec c);
+/// Parses a codec name as Dask writes it; "none", "" and "false" give none.
+/// nullopt for a name this build does not know (e.g. "blosc", "brotli").
+std::optional<Codec> codec_from_name(std::string_view name);
+/// Version string of the library behind a codec, e.g. "1.9.4".
+std::string codec_library_version(Codec c);
+
+struct CompressOptions {
+  int zstd_level = 3;  // distributed.comm.zstd.level
+  int zlib_level = -1; // Python's zlib.compress default (6)
+};
+
+/// Compresses a whole buffer in the codec's Dask format. Fails only for
+/// inputs the format cannot hold (e.g. lz4 above 2^31 - 1 bytes).
+Result<Buffer> compress(Codec c, ByteSpan input, const CompressOptions& options = {});
+
+/// Decompresses one frame; the output may not exceed max_output bytes.
+/// Errors carry no offset; callers add the frame's position.
+Result<Buffer> decompress(Codec c, ByteSpan input, std::uint64_t max_output);
+
+/// The uncompressed size a frame declares in its own header (lz4 prefix,
+/// zstd frame content size, snappy varint), or nullopt when the format does
+/// not say (zlib) or the header is unreadable.
+std::optional<std::uint64_t> declared_size(Codec c, ByteSpan input);
+
+/// Dask's rule for whether a frame is worth compressing (spec §4.2).
+struct MaybeCompressRules {
+  std::uint64_t min_size = 10'000;          // smaller frames stay raw
+  std::uint64_t max_size = 1ull << 31;      // larger frames stay raw
+  std::uint64_t sample_size = 10'000;       // bytes per sample
+  std::uint32_t sample_count = 5;           // samples taken
+  double ratio = 0.9;                       // 2022.12: 0.9; 2023.5+: 0.7
+};
+
+/// The rules of a Dask release: "2022.12" (ratio 0.9) or "newest" (0.7).
+MaybeCompressRules maybe_compress_rules_for(std::string_view dask_release);
+
+struct MaybeCompressed {
+  bool compressed = false;  // false: send the input raw
+  Buffer data;              // the compressed bytes when compressed
+};
+
+/// Applies Dask's maybe_compress: frames outside [min_size, max_size] stay
+/// raw; a sample of sample_count slices of sample_size bytes is compressed
+/// and the frame stays raw unless it shrinks to at most ratio of its size;
+/// then the whole frame is compressed and kept only if it, too, is at most
+/// ratio of the input. Dask picks the sample offsets at random; we take them
+/// evenly spread, so the same input always gives the same output.
+Result<MaybeCompressed> maybe_compress(Codec c, ByteSpan input, const MaybeCompressRules& rules = {},
+                                       const CompressOptions& options = {});
+
+}  // namespace daskcaps

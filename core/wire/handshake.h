@@ -1,0 +1,58 @@
+// The connection handshake of Dask comms (spec §2) and the extended
+// capability set dask-caps publishes beside it.
+//
+// On every new connection each side sends one message whose frame 0 is the
+// msgpack map {"compression": str|nil|false, "python": [major, minor, micro],
+// "pickle-protocol": int}. Key order as observed: compression, python,
+// pickle-protocol. Extra keys are ignored by Dask; a missing
+// "pickle-protocol" or "compression" makes Dask fail the connection
+// (spec §2.5), a missing "python" is accepted.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/wire/codec.h"
+#include "core/wire/compression_value.h"
+#include "core/wire/msgpack.h"
+#include "core/base/result.h"
+
+namespace daskcaps {
+
+struct Handshake {
+  std::optional<CompressionValue> compression;  // absent key: nullopt
+  std::optional<std::vector<std::int64_t>> python;
+  std::optional<std::int64_t> pickle_protocol;
+  msgpack::Value raw;  // the whole map as received (extra keys kept)
+
+  /// Keys Dask requires that are absent ("compression", "pickle-protocol").
+  std::vector<std::string> missing_keys() const;
+  /// "3.11.2" from the python list, or "" when absent.
+  std::string python_version() const;
+  /// The map in Dask's key order (for sending).
+  msgpack::Value to_msgpack() const;
+};
+
+/// Reads a handshake from frame 0 of the first message on a connection.
+/// Fails (Errc::protocol) only when the value is not a map or a present key
+/// has the wrong type; missing keys are reported by missing_keys().
+Result<Handshake> handshake_from_msgpack(const msgpack::Value& v);
+
+/// The extended set a peer could use to pick the best common options
+/// (DESIGN.md `capabilities`): codecs it decodes, in its preference order;
+/// the highest pickle protocol it reads; whether it holds a GPU.
+struct Capabilities {
+  std::vector<std::string> codecs;  // e.g. {"lz4", "snappy", "zstd", "zlib"}
+  std::int64_t max_pickle_protocol = 5;
+  bool gpu = false;
+};
+
+/// Reads {"codecs": [...], "max-pickle-protocol": N, "gpu": bool} as a
+/// dask-caps peer publishes it; nullopt when it is not such a map.
+std::optional<Capabilities> capabilities_from_msgpack(const msgpack::Value& v);
+/// The inverse, for the handshake and identity dask-caps sends.
+msgpack::Value capabilities_to_msgpack(const Capabilities& c);
+
+}  // namespace daskcaps

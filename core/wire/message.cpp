@@ -1,0 +1,227 @@
+#include "core/wire/message.h"
+
+#include <algorithm>
+
+#include "core/wire/frames.h"
+
+namespace daskcaps {
+
+std::string_view placeholder_key(Placeholder p) {
+  return p == Placeholder::serialized ? "__Serialized__" : "__Pickled__";
+}
+
+std::optional<std::string> Message::op() const {
+  const msgpack::Value* op = root.find("op");
+  if (op == nullptr || !op->is_str()) return std::nullopt;
+  return op->as_str();
+}
+
+std::vector<std::string> Message::batched_ops() const {
+  std::vector<std::string> out;
+  if (!root.is_array()) return out;
+  for (const auto& item : root.as_array()) {
+    const msgpack::Value* op = item.find("op");
+    if (op != nullptr && op->is_str()) out.push_back(op->as_str());
+  }
+  return out;
+}
+
+bool Message::is_handshake() const {
+  if (!root.is_map() || root.find("op") != nullptr) return false;
+  return root.find("pickle-protocol") != nullptr || root.find("compression") != nullptr;
+}
+
+std::string SubObject::frame_label(std::size_t i) const {
+  std::string out = "frame " + std::to_string(header_frame + 1 + i);
+  if (i < frame_offsets.size() && frame_offsets[i] != kNoOffset) out += " @" + hex_offset(frame_offsets[i]);
+  return out;
+}
+
+std::vector<std::uint64_t> frame_offsets_for(std::uint64_t offset, std::span<const Bytes> frames) {
+  std::vector<std::uint64_t> out;
+  out.reserve(frames.size());
+  std::uint64_t at = offset + prelude_size(frames.size());
+  for (const Bytes& f : frames) {
+    out.push_back(at);
+    at += f.size();
+  }
+  return out;
+}
+
+namespace {
+
+struct Found {
+  Placeholder kind;
+  std::uint64_t index;
+  std::string path;
+};
+
+std::string key_repr(const msgpack::Value& key) {
+  if (key.is_str()) return key.as_str();
+  return msgpack::repr(key, 40);
+}
+
+// Depth is bounded by the msgpack decoder's limit, so recursion is safe.
+void find_placeholders(const msgpack::Value& v, const std::string& path, std::vector<Found>& out) {
+  if (v.is_map()) {
+    for (Placeholder p : {Placeholder::serialized, Placeholder::pickled}) {
+      const msgpack::Value* idx = v.find(placeholder_key(p));
+      if (idx == nullptr) continue;
+      auto k = idx->to_uint64();
+      if (k && *k > 0) {
+        out.push_back({p, *k, path.empty() ? "<root>" : path});
+        return;
+      }
+    }
+    for (const auto& [key, val] : v.as_map()) {
+      const std::string sub = path.empty() ? key_repr(key) : path + "[" + msgpack::repr(key, 40) + "]";
+      find_placeholders(val, sub, out);
+    }
+  } else if (v.is_array()) {
+    const auto& items = v.as_array();
+    for (std::size_t i = 0; i < items.size(); ++i)
+      find_placeholders(items[i], path + "[" + std::to_string(i) + "]", out);
+  }
+}
+
+// Rewrites placeholder indices in place; `next` yields the new index of the
+// object whose old index is given.
+template <typename F>
+void rewrite_placeholders(msgpack::Value& v, F&& new_index) {
+  if (v.is_map()) {
+    for (Placeholder p : {Placeholder::serialized, Placeholder::pickled}) {
+      msgpack::Value* idx = v.find(placeholder_key(p));
+      if (idx == nullptr) continue;
+      auto k = idx->to_uint64();
+      if (k && *k > 0) {
+        *idx = msgpack::Value::uinteger(new_index(*k));
+        return;
+      }
+    }
+    for (auto& [key, val] : v.as_map()) rewrite_placeholders(val, new_index);
+  } else if (v.is_array()) {
+    for (auto& item : v.as_array()) rewrite_placeholders(item, new_index);
+  }
+}
+
+}  // namespace
+
+Result<Message> parse_message(std::vector<Bytes> frames, const Limits& limits,
+                              std::span<const std::uint64_t> frame_offsets) {
+  auto offset_of = [&](std::size_t i) -> std::uint64_t {
+    return i < frame_offsets.size() ? frame_offsets[i] : kNoOffset;
+  };
+  auto base_of = [&](std::size_t i) -> std::uint64_t {
+    return i < frame_offsets.size() ? frame_offsets[i] : 0;
+  };
+  if (frames.empty()) return make_error(Errc::bad_value, "message has no frames");
+
+  Message msg;
+  auto root = msgpack::decode_all(frames[0], limits, base_of(0));
+  if (!root) return std::move(root).error().add_context("frame 0");
+  msg.root = std::move(*root);
+
+  std::vector<Found> found;
+  find_placeholders(msg.root, "", found);
+  std::sort(found.begin(), found.end(),
+            [](const Found& a, const Found& b) { return a.index < b.index; });
+
+  std::vector<bool> claimed(frames.size(), false);
+  claimed[0] = true;
+  for (const Found& f : found) {
+    const std::string where = std::string(placeholder_key(f.kind)) + " at " + f.path;
+    if (f.index >= frames.size())
+      return make_error(Errc::length_out_of_range,
+                        where + " points at frame " + std::to_string(f.index) + " of " +
+                            std::to_string(frames.size()),
+                        offset_of(0));
+    const std::size_t k = static_cast<std::size_t>(f.index);
+    if (claimed[k])
+      return make_error(Errc::length_out_of_range,
+                        where + " points at frame " + std::to_string(k) +
+                            ", which another object already holds",
+                        offset_of(k));
+    auto header = msgpack::decode_all(frames[k], limits, base_of(k));
+    if (!header) return std::move(header).error().add_context("frame " + std::to_string(k));
+    if (!header->is_map())
+      return make_error(Errc::bad_value,
+                        "frame " + std::to_string(k) + ": sub-header of " + where + " is a msgpack " +
+                            std::string(msgpack::type_name(header->type())) + ", not a map",
+                        offset_of(k));
+    const msgpack::Value* nsub = header->find("num-sub-frames");
+    auto m = nsub ? nsub->to_uint64() : std::nullopt;
+    if (!m)
+      return make_error(Errc::bad_value,
+                        "frame " + std::to_string(k) + ": sub-header of " + where +
+                            " has no integer \"num-sub-frames\"",
+                        offset_of(k));
+    if (*m > frames.size() - 1 - k)
+      return make_error(Errc::length_out_of_range,
+                        "frame " + std::to_string(k) + ": \"num-sub-frames\" " + std::to_string(*m) +
+                            " runs past the last frame (" + std::to_string(frames.size()) +
+                            " frames)",
+                        offset_of(k));
+    SubObject obj;
+    obj.kind = f.kind;
+    obj.header_frame = k;
+    obj.path = f.path;
+    obj.header = std::move(*header);
+    obj.header_offset = offset_of(k);
+    claimed[k] = true;
+    for (std::size_t i = k + 1; i <= k + *m; ++i) {
+      obj.frame_offsets.push_back(offset_of(i));
+      if (claimed[i])
+        return make_error(Errc::length_out_of_range,
+                          "frame " + std::to_string(i) + " belongs to two objects (" + where + ")",
+                          offset_of(i));
+      claimed[i] = true;
+      obj.frames.push_back(frames[i]);
+    }
+    msg.objects.push_back(std::move(obj));
+  }
+  for (std::size_t i = 1; i < frames.size(); ++i)
+    if (!claimed[i]) msg.loose_frames.push_back(i);
+  msg.original_frames = std::move(frames);
+  return msg;
+}
+
+Result<std::vector<Bytes>> assemble_message(const Message& message) {
+  // New index of every object, in their (sorted) order.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> remap;  // old k -> new k
+  remap.reserve(message.objects.size());
+  std::uint64_t next = 1;
+  for (const SubObject& obj : message.objects) {
+    remap.emplace_back(obj.header_frame, next);
+    next += 1 + obj.frames.size();
+  }
+  bool moved = false;
+  for (const auto& [from, to] : remap) moved |= (from != to);
+
+  std::vector<Bytes> out;
+  out.reserve(static_cast<std::size_t>(next) + message.loose_frames.size());
+  if (moved) {
+    msgpack::Value root = message.root;
+    rewrite_placeholders(root, [&](std::uint64_t old) {
+      for (const auto& [from, to] : remap)
+        if (from == old) return to;
+      return old;
+    });
+    out.emplace_back(msgpack::encode(root));
+  } else {
+    out.emplace_back(msgpack::encode(message.root));
+  }
+  for (const SubObject& obj : message.objects) {
+    msgpack::Value header = obj.header;
+    header.set("num-sub-frames", msgpack::Value::uinteger(obj.frames.size()));
+    out.emplace_back(msgpack::encode(header));
+    for (const Bytes& f : obj.frames) out.push_back(f);
+  }
+  for (std::size_t i : message.loose_frames) {
+    if (i >= message.original_frames.size())
+      return make_error(Errc::internal, "loose frame index out of range");
+    out.push_back(message.original_frames[i]);
+  }
+  return out;
+}
+
+}  // namespace daskcaps

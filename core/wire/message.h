@@ -1,0 +1,88 @@
+// The Dask message model (spec §3): frame 0 plus the sub-objects it points
+// to.
+//
+// Frame 0 is a msgpack value (usually a map with "op"; batched streams send
+// an array of maps). Anywhere inside it, a map {"__Serialized__": k} or
+// {"__Pickled__": k} with an integer k > 0 stands for an object built from
+// frames k (its msgpack sub-header) and k+1 .. k+m, where m is the
+// sub-header's "num-sub-frames" (spec §3.2, §3.3). k is an absolute frame
+// index. Python's encoder appends the frames of each placeholder in the
+// order it meets them, so objects occupy consecutive, non-overlapping frame
+// ranges; parse_message() checks exactly that and reports any frame that no
+// placeholder claims.
+//
+// assemble_message() is the inverse: it lays the objects out again in their
+// order, rewrites the placeholder indices in frame 0 when frame counts
+// changed, sets every sub-header's "num-sub-frames", and re-encodes frame 0
+// and the sub-headers with the msgpack encoder that writes Python's bytes.
+// Parsing then assembling a message Dask wrote gives Dask's bytes back.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/base/bytes.h"
+#include "core/base/limits.h"
+#include "core/wire/msgpack.h"
+#include "core/base/result.h"
+
+namespace daskcaps {
+
+enum class Placeholder : std::uint8_t { serialized, pickled };
+
+/// "__Serialized__" or "__Pickled__".
+std::string_view placeholder_key(Placeholder p);
+
+/// One `__Serialized__` or `__Pickled__` object of a message.
+struct SubObject {
+  Placeholder kind = Placeholder::serialized;
+  std::size_t header_frame = 0;  // k: absolute index of the sub-header frame
+  std::string path;              // where frame 0 holds it, e.g. "data", "tasks['x'][1]"
+  msgpack::Value header;         // the decoded sub-header
+  std::vector<Bytes> frames;     // wire frames k+1 .. k+m, still compressed
+  /// Absolute input offsets of the sub-header and of each wire frame, when
+  /// the parser was given them (kNoOffset otherwise), for error messages.
+  std::uint64_t header_offset = kNoOffset;
+  std::vector<std::uint64_t> frame_offsets;
+
+  /// "frame 5 @0x1a2b" for wire frame i of this object (for messages).
+  std::string frame_label(std::size_t i) const;
+};
+
+struct Message {
+  msgpack::Value root;                // frame 0, decoded
+  std::vector<SubObject> objects;     // ordered by header_frame
+  std::vector<std::size_t> loose_frames;  // frames no placeholder claims
+  std::vector<Bytes> original_frames;     // as parsed (frame 0 first)
+
+  /// The "op" of frame 0 when it is a map with a string "op".
+  std::optional<std::string> op() const;
+  /// The ops of a batched message (frame 0 an array of maps with "op").
+  std::vector<std::string> batched_ops() const;
+  /// True when frame 0 looks like a connection handshake (spec §2.2): a map
+  /// without "op" holding "pickle-protocol" or "compression".
+  bool is_handshake() const;
+};
+
+/// Decodes frame 0 and every sub-header, and binds each placeholder to its
+/// frames. `frame_offsets` (optional, one per frame) gives the absolute
+/// offset of each frame in the input so errors point at the right byte.
+/// Errors: msgpack errors from frame 0 or a sub-header, Errc::length_out_of_range
+/// for an index or "num-sub-frames" outside the message or overlapping
+/// another object, Errc::bad_value for a sub-header that is not a map or
+/// lacks an integer "num-sub-frames".
+Result<Message> parse_message(std::vector<Bytes> frames, const Limits& limits = {},
+                              std::span<const std::uint64_t> frame_offsets = {});
+
+/// Lays the message out as wire frames again (frame 0 first); see above.
+/// Loose frames are kept after the objects' frames, in their order.
+Result<std::vector<Bytes>> assemble_message(const Message& message);
+
+/// Absolute offsets of each frame of a message that starts at `offset` on the
+/// wire (after the 16 + 8n prelude).
+std::vector<std::uint64_t> frame_offsets_for(std::uint64_t offset, std::span<const Bytes> frames);
+
+}  // namespace daskcaps

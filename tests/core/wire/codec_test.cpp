@@ -1,0 +1,166 @@
+#include "core/wire/codec.h"
+
+#include <doctest/doctest.h>
+
+#include <zstd.h>
+
+#include <random>
+
+using namespace daskcaps;
+
+namespace {
+Buffer compressible(std::size_t n) {
+  Buffer b(n);
+  for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<std::uint8_t>((i / 64) % 7);
+  return b;
+}
+Buffer noise(std::size_t n) {
+  std::mt19937 rng(42);
+  Buffer b(n);
+  for (auto& c : b) c = static_cast<std::uint8_t>(rng());
+  return b;
+}
+}  // namespace
+
+TEST_CASE("codec: names as Dask writes them") {
+  CHECK(codec_from_name("lz4") == Codec::lz4);
+  CHECK(codec_from_name("zstd") == Codec::zstd);
+  CHECK(codec_from_name("none") == Codec::none);
+  CHECK(codec_from_name("false") == Codec::none);
+  CHECK(!codec_from_name("blosc"));
+  for (Codec c : kAllCodecs) {
+    CHECK(codec_from_name(codec_name(c)) == c);
+    CHECK(!codec_library_version(c).empty());
+  }
+}
+
+TEST_CASE("codec: every codec round trips and records its size like Python") {
+  const Buffer data = compressible(80000);
+  for (Codec c : kAllCodecs) {
+    CAPTURE(codec_name(c));
+    auto z = compress(c, data);
+    REQUIRE(z);
+    CHECK(z->size() < data.size());
+    auto back = decompress(c, *z, 1 << 20);
+    REQUIRE(back);
+    CHECK(*back == data);
+  }
+  // spec §4.1: lz4 starts with the u32 LE size (80000 = 80 38 01 00),
+  // zstd with its magic and a content size, snappy with the varint 80 f1 04,
+  // zlib with 78 9c.
+  auto lz = *compress(Codec::lz4, data);
+  CHECK((lz[0] == 0x80 && lz[1] == 0x38 && lz[2] == 0x01 && lz[3] == 0x00));
+  auto zs = *compress(Codec::zstd, data);
+  CHECK((zs[0] == 0x28 && zs[1] == 0xb5 && zs[2] == 0x2f && zs[3] == 0xfd));
+  CHECK(declared_size(Codec::zstd, zs) == 80000u);
+  auto sn = *compress(Codec::snappy, data);
+  CHECK((sn[0] == 0x80 && sn[1] == 0xf1 && sn[2] == 0x04));
+  auto zl = *compress(Codec::zlib, data);
+  CHECK((zl[0] == 0x78 && zl[1] == 0x9c));
+  CHECK(declared_size(Codec::lz4, lz) == 80000u);
+  CHECK(declared_size(Codec::snappy, sn) == 80000u);
+  CHECK(!declared_size(Codec::zlib, zl));
+}
+
+TEST_CASE("codec: a frame larger than the limit fails before allocating") {
+  const Buffer data = compressible(80000);
+  for (Codec c : kAllCodecs) {
+    CAPTURE(codec_name(c));
+    auto z = *compress(c, data);
+    auto r = decompress(c, z, 1000);
+    REQUIRE(!r);
+    CHECK(r.error().code == Errc::limit_exceeded);
+  }
+  // An lz4 prefix that lies (claims 2 GiB) is refused by the limit.
+  Buffer liar{0x00, 0x00, 0x00, 0x7f, 0x00};
+  CHECK(decompress(Codec::lz4, liar, 1 << 20).error().code == Errc::limit_exceeded);
+  // A prefix that says fewer bytes than the block holds is corrupt.
+  auto lz = *compress(Codec::lz4, data);
+  lz[0] = 0x10;
+  lz[1] = lz[2] = lz[3] = 0;
+  CHECK(decompress(Codec::lz4, lz, 1 << 20).error().code == Errc::codec_failed);
+  // Negative as int32 (python-lz4 rejects it too).
+  Buffer neg{0xff, 0xff, 0xff, 0xff, 0x00};
+  CHECK(decompress(Codec::lz4, neg, ~0ull).error().code == Errc::codec_failed);
+}
+
+TEST_CASE("codec: a frame one byte over the limit fails, one at the limit decodes") {
+  // Found by fuzz_codec: a zlib stream that ended exactly one byte past the
+  // limit was returned whole.
+  for (std::size_t n : {std::size_t{1}, std::size_t{100}, std::size_t{70000}}) {
+    const Buffer data = compressible(n);
+    for (Codec c : kAllCodecs) {
+      CAPTURE(codec_name(c));
+      CAPTURE(n);
+      auto z = *compress(c, data);
+      auto over = decompress(c, z, n - 1);
+      REQUIRE(!over);
+      CHECK(over.error().code == Errc::limit_exceeded);
+      auto at = decompress(c, z, n);
+      REQUIRE(at);
+      CHECK(*at == data);
+    }
+  }
+}
+
+TEST_CASE("codec: corrupt and truncated frames are codec_failed") {
+  const Buffer data = compressible(50000);
+  for (Codec c : kAllCodecs) {
+    CAPTURE(codec_name(c));
+    auto z = *compress(c, data);
+    for (std::size_t cut : {std::size_t{0}, std::size_t{1}, std::size_t{3}, z.size() / 2, z.size() - 1}) {
+      CAPTURE(cut);
+      auto r = decompress(c, ByteSpan(z).first(cut), 1 << 20);
+      REQUIRE(!r);
+      CHECK(r.error().code == Errc::codec_failed);
+    }
+  }
+  Buffer junk = noise(100);
+  for (Codec c : {Codec::zstd, Codec::zlib}) CHECK(!decompress(c, junk, 1 << 20));
+}
+
+TEST_CASE("codec: zstd without a content size is accepted and bounded") {
+  // A frame with unknown content size, made with the streaming API.
+  const Buffer data = compressible(300000);
+  Buffer framed(ZSTD_compressBound(data.size()) + 1024);
+  ZSTD_CStream* cs = ZSTD_createCStream();
+  ZSTD_initCStream(cs, 3);
+  ZSTD_outBuffer out{framed.data(), framed.size(), 0};
+  for (std::size_t at = 0; at < data.size(); at += 1000) {
+    ZSTD_inBuffer in{data.data() + at, 1000, 0};
+    while (in.pos < in.size) ZSTD_compressStream(cs, &out, &in);
+  }
+  while (ZSTD_endStream(cs, &out) != 0) {
+  }
+  ZSTD_freeCStream(cs);
+  framed.resize(out.pos);
+  REQUIRE(!declared_size(Codec::zstd, framed));
+  auto r = decompress(Codec::zstd, framed, 1 << 20);
+  REQUIRE(r);
+  CHECK(*r == data);
+  auto capped = decompress(Codec::zstd, framed, 100000);
+  REQUIRE(!capped);
+  CHECK(capped.error().code == Errc::limit_exceeded);
+}
+
+TEST_CASE("codec: maybe_compress follows Dask's rules") {
+  auto small = maybe_compress(Codec::lz4, compressible(9999));
+  REQUIRE(small);
+  CHECK(!small->compressed);  // below 10 000 bytes
+  auto good = maybe_compress(Codec::lz4, compressible(10000));
+  REQUIRE(good);
+  CHECK(good->compressed);
+  auto random = maybe_compress(Codec::zstd, noise(100000));
+  REQUIRE(random);
+  CHECK(!random->compressed);  // the sample does not shrink to 0.9
+  auto none = maybe_compress(Codec::none, compressible(100000));
+  CHECK(!none->compressed);
+  MaybeCompressRules strict = maybe_compress_rules_for("newest");
+  CHECK(strict.ratio == doctest::Approx(0.7));
+  // Half random, half zeros: ~0.5 with zlib passes 0.9 and 0.7.
+  Buffer half = noise(40000);
+  half.resize(80000, 0);
+  CHECK(maybe_compress(Codec::zlib, half, strict)->compressed);
+  // Deterministic: the same input gives the same output.
+  CHECK(maybe_compress(Codec::zstd, half)->data == maybe_compress(Codec::zstd, half)->data);
+}
