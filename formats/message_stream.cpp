@@ -1,43 +1,76 @@
 #include "formats/message_stream.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "core/base/byte_reader.h"
 
 namespace daskcaps::formats {
 
-MessageExtractor::MessageExtractor(const Limits& limits, bool start_in_sync)
-    : limits_(limits), in_sync_(start_in_sync), resyncing_(!start_in_sync) {}
+namespace {
+// The staging chunk of each direction. While resynchronising, a candidate's
+// prelude may need more (up to 8 + 8 * kResyncMaxFrames bytes): the
+// assembler then doubles the chunk, and shrinks it back once it is empty.
+constexpr std::size_t kExtractorChunkBytes = std::size_t{64} << 10;
 
-void MessageExtractor::compact() {
-  if (start_ == 0) return;
-  if (start_ < buf_.size() / 2 && buf_.size() < (std::size_t{1} << 20)) return;
-  buf_.erase(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(start_));
-  consumed_base_ += start_;
-  start_ = 0;
+MessageAssembler::Options extractor_options() {
+  MessageAssembler::Options o;
+  o.chunk_bytes = kExtractorChunkBytes;
+  return o;
+}
+}  // namespace
+
+MessageExtractor::MessageExtractor(const Limits& limits, bool start_in_sync)
+    : limits_(limits), assembler_(limits, extractor_options()), in_sync_(start_in_sync),
+      resyncing_(!start_in_sync) {
+  assembler_.set_hold(!in_sync_);
 }
 
 void MessageExtractor::push(ByteSpan data) {
-  compact();
-  buf_.insert(buf_.end(), data.begin(), data.end());
+  std::size_t at = 0;
+  while (at < data.size() && !failed_) {
+    if (in_sync_) {
+      at += assembler_.push(data.subspan(at));
+      if (assembler_.failed()) on_error();
+      continue;
+    }
+    // Out of sync: keep the bytes undecoded while looking for a start.
+    std::span<std::uint8_t> room = assembler_.buffer();
+    const std::size_t k = std::min(room.size(), data.size() - at);
+    std::memcpy(room.data(), data.data() + at, k);
+    assembler_.commit(k);
+    at += k;
+    if (resync()) {
+      in_sync_ = true;
+      assembler_.set_hold(false);
+      if (assembler_.failed()) on_error();
+    }
+  }
+  if (assembler_.at_boundary()) assembler_.release_idle();
+}
+
+// The assembler refused the bytes at its offset. While resynchronising that
+// was a false candidate: skip one byte and scan on. In sync it is final.
+void MessageExtractor::on_error() {
+  if (!resyncing_) {
+    failed_ = true;
+    return;
+  }
+  assembler_.set_hold(true);
+  assembler_.drop_front(1);
+  in_sync_ = false;
+  if (resync()) {
+    in_sync_ = true;
+    assembler_.set_hold(false);
+    if (assembler_.failed()) on_error();
+  }
 }
 
 void MessageExtractor::gap(std::uint64_t count) {
-  // Cut every complete message before the hole; they are intact.
-  while (!pending_error_) {
-    auto m = extract();
-    if (!m) {
-      pending_error_ = std::move(m).error();
-      break;
-    }
-    if (!*m) break;
-    ready_.push_back(std::move(**m));
-  }
-  failed_ = false;
-  const std::uint64_t dropped = buf_.size() - start_;
-  skipped_pending_ += dropped + count;
-  consumed_base_ += buf_.size() + count;
-  buf_.clear();
-  start_ = 0;
-  need_ = 0;
+  if (failed_) return;
+  // Complete messages before the hole are already cut and stay queued.
+  assembler_.restart_at(assembler_.offset() + assembler_.buffered() + count);
+  assembler_.set_hold(true);
   in_sync_ = false;
   resyncing_ = true;
 }
@@ -78,90 +111,37 @@ bool plausible_prelude(ByteSpan prefix, const Limits& limits, std::uint64_t max_
 }
 
 bool MessageExtractor::resync() {
-  // Scan for the first offset with a plausible prelude. Offsets whose prelude
-  // is not complete yet stop the scan (we need more bytes to judge them).
-  while (buf_.size() - start_ >= 16) {
-    ByteSpan here(buf_.data() + start_, buf_.size() - start_);
+  // Scan for the first offset with a plausible prelude. A candidate whose
+  // prelude is not complete yet stops the scan (more bytes will judge it).
+  for (;;) {
+    const ByteSpan here = assembler_.unconsumed();
+    if (here.size() < 16) return false;
     ByteReader r(here);
-    const std::uint64_t n = [&] {
-      (void)r.u64_le();
-      return *r.u64_le();
-    }();
+    (void)r.u64_le();
+    const std::uint64_t n = *r.u64_le();
     const bool complete_prelude = n >= 1 && n <= kResyncMaxFrames && here.size() >= prelude_size(n) + 1;
-    if (plausible_prelude(here, limits_, kResyncMaxFrames)) {
-      if (!complete_prelude) return false;  // judge once the whole prelude is here
-      in_sync_ = true;
-      return true;
-    }
-    ++start_;
-    ++skipped_pending_;
+    if (plausible_prelude(here, limits_, kResyncMaxFrames)) return complete_prelude;
+    assembler_.drop_front(1);
   }
-  return false;
 }
 
 Result<std::optional<StreamMessage>> MessageExtractor::next() {
-  if (!ready_.empty()) {
-    StreamMessage m = std::move(ready_.front());
-    ready_.pop_front();
-    return std::optional<StreamMessage>(std::move(m));
-  }
-  if (pending_error_) {
+  auto m = assembler_.next();
+  if (!m) {
     failed_ = true;
-    Error e = std::move(*pending_error_);
-    pending_error_.reset();
-    return e;
+    return std::move(m).error();
   }
-  return extract();
-}
-
-Result<std::optional<StreamMessage>> MessageExtractor::extract() {
-  if (failed_) return make_error(Errc::internal, "extractor used after an error", offset());
-  for (;;) {
-    if (!in_sync_ && !resync()) {
-      need_ = 0;
-      return std::optional<StreamMessage>{};
-    }
-    ByteSpan here(buf_.data() + start_, buf_.size() - start_);
-    auto step = decode_frames(here, limits_, offset());
-    if (!step) {
-      if (resyncing_ || skipped_pending_ > 0 || skipped_total_ > 0) {
-        // A resync candidate that turned out wrong: skip one byte, scan on.
-        // (An extractor that started out of sync resyncs before it has
-        // skipped anything: its first candidate may be the wrong one.)
-        ++start_;
-        ++skipped_pending_;
-        in_sync_ = false;
-        continue;
-      }
-      failed_ = true;
-      return std::move(step).error();
-    }
-    if (auto* more = std::get_if<NeedMore>(&*step)) {
-      need_ = more->total - here.size();
-      return std::optional<StreamMessage>{};
-    }
-    return take(std::get<Framed>(*step), here);
-  }
-}
-
-std::optional<StreamMessage> MessageExtractor::take(const Framed& framed, ByteSpan here) {
-  // One owned buffer for the whole message; frames are slices of it.
-  auto owner = std::make_shared<const Buffer>(here.begin(), here.begin() + framed.wire_size);
+  if (!*m) return std::optional<StreamMessage>{};
   StreamMessage msg;
-  msg.offset = offset();
-  msg.wire_size = framed.wire_size;
-  msg.short_length = framed.short_length;
-  msg.skipped_before = skipped_pending_;
-  msg.frames.reserve(framed.frames.size());
-  for (ByteSpan f : framed.frames) {
-    const std::size_t at = static_cast<std::size_t>(f.data() - here.data());
-    msg.frames.emplace_back(owner, ByteSpan(owner->data() + at, f.size()));
-  }
-  skipped_total_ += skipped_pending_;
-  skipped_pending_ = 0;
-  start_ += static_cast<std::size_t>(framed.wire_size);
-  need_ = 0;
-  return msg;
+  msg.offset = (*m)->offset;
+  msg.wire_size = (*m)->wire_size;
+  msg.short_length = (*m)->short_length;
+  msg.skipped_before = msg.offset - last_end_;
+  msg.frames = std::move((*m)->frames);
+  msg.storage = std::move((*m)->storage);
+  skipped_total_ += msg.skipped_before;
+  last_end_ = msg.offset + msg.wire_size;
+  return std::optional<StreamMessage>(std::move(msg));
 }
 
 }  // namespace daskcaps::formats

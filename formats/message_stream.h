@@ -1,25 +1,30 @@
 // MessageExtractor: turns one direction of a Dask TCP conversation, fed as
-// contiguous chunks, into whole messages (core/wire/frames.h decodes each one).
-//
-// Raw stream files, pcap TCP reassembly and live sockets all feed it. It
-// keeps at most one partial message plus the unread tail of the last chunk,
-// so memory is bounded by the largest message (Limits::max_message_bytes).
+// contiguous chunks, into whole messages. It is the capture side of the one
+// message assembler (core/wire/assembler.h), which cuts the messages and
+// owns their memory; this class adds what only captures need:
 //
 // Resynchronisation: a capture may start mid-stream, and reassembly may lose
-// bytes (gap()). In resync mode the extractor scans forward for the first
-// offset where a prelude is consistent (1 <= n <= kResyncMaxFrames, L equal
-// to 8 + 8n plus a prefix sum of the lengths, frame 0 starting with a msgpack
-// map, array, str or nil byte) and reports the bytes it skipped. A raw stream
-// file starts on a message boundary, so its reader does not resync: bad bytes
-// there are an error.
+// bytes (gap()). Out of sync, the assembler holds the bytes undecoded and
+// the extractor scans forward for the first offset where a prelude is
+// consistent (1 <= n <= kResyncMaxFrames, L equal to 8 + 8n plus a prefix
+// sum of the lengths, frame 0 starting with a msgpack map, array, str or nil
+// byte), dropping the bytes before it; each message reports the bytes
+// skipped right before it. A candidate that then fails to decode costs one
+// byte and the scan goes on. A raw stream file starts on a message boundary,
+// so its reader does not resync: bad bytes there are an error.
+//
+// Memory is bounded by the message in progress (Limits::max_message_bytes)
+// and grows with the bytes that arrive; between messages nothing is held.
 #pragma once
 
 #include <cstdint>
-#include <deque>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "core/base/bytes.h"
+#include "core/base/page_buffer.h"
+#include "core/wire/assembler.h"
 #include "core/wire/frames.h"
 #include "core/base/limits.h"
 #include "core/base/result.h"
@@ -32,7 +37,8 @@ struct StreamMessage {
   std::uint64_t wire_size = 0;  // bytes it occupied
   std::uint64_t skipped_before = 0;  // bytes discarded by resync right before it
   bool short_length = false;    // L stopped at a frame boundary (2023.11+ writer)
-  std::vector<Bytes> frames;    // slices of one owned buffer
+  std::vector<Bytes> frames;    // slices of the buffer it was read into
+  std::shared_ptr<PageBuffer> storage;  // that buffer, for a large message (see AssembledMessage)
 };
 
 class MessageExtractor {
@@ -45,7 +51,7 @@ class MessageExtractor {
   /// Appends the next contiguous bytes of the stream.
   void push(ByteSpan data);
   /// `count` bytes of the stream are missing right here: complete messages
-  /// already buffered are kept for next(); a partial message is dropped
+  /// already cut are kept for next(); a partial message is dropped
   /// (counted as skipped) and the extractor resynchronises.
   void gap(std::uint64_t count);
   /// The next complete message, nullopt when more input is needed, or an
@@ -53,30 +59,22 @@ class MessageExtractor {
   /// extractor stays failed.
   Result<std::optional<StreamMessage>> next();
   /// Bytes that must still arrive to finish the message in progress (0 when
-  /// the buffer is empty or holds only a complete message).
-  std::uint64_t pending_need() const { return need_; }
-  /// Stream offset of the first unconsumed byte.
-  std::uint64_t offset() const { return consumed_base_ + start_; }
+  /// that is not known yet, or nothing is in progress).
+  std::uint64_t pending_need() const { return in_sync_ ? assembler_.pending_need() : 0; }
+  /// Stream offset of the first byte not yet in a message.
+  std::uint64_t offset() const { return assembler_.offset(); }
   /// Unconsumed bytes held (a partial message at end of stream).
-  std::uint64_t buffered() const { return buf_.size() - start_; }
+  std::uint64_t buffered() const { return assembler_.buffered(); }
   bool in_sync() const { return in_sync_; }
   std::uint64_t skipped_total() const { return skipped_total_; }
 
  private:
-  Result<std::optional<StreamMessage>> extract();
   bool resync();
-  std::optional<StreamMessage> take(const Framed& framed, ByteSpan here);
-
-  std::deque<StreamMessage> ready_;      // complete messages cut before a gap
-  std::optional<Error> pending_error_;   // an error found while cutting them
-  void compact();
+  void on_error();
 
   Limits limits_;
-  Buffer buf_;
-  std::size_t start_ = 0;
-  std::uint64_t consumed_base_ = 0;  // stream offset of buf_[0]
-  std::uint64_t need_ = 0;
-  std::uint64_t skipped_pending_ = 0;
+  MessageAssembler assembler_;
+  std::uint64_t last_end_ = 0;  // stream offset after the last message handed out
   std::uint64_t skipped_total_ = 0;
   bool in_sync_;
   bool resyncing_;  // started out of sync or saw a gap: bad candidates are skipped

@@ -1,44 +1,61 @@
 #include "formats/raw_stream.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
-#include "core/wire/frames.h"
-
 namespace daskcaps::formats {
+
+namespace {
+// Files are read in larger steps than sockets: fewer system calls.
+constexpr std::size_t kFileChunkBytes = std::size_t{256} << 10;
+
+MessageAssembler::Options assembler_options(std::optional<std::uint64_t> size) {
+  MessageAssembler::Options o;
+  o.stream_bytes = size;
+  o.stream_noun = "file";
+  o.chunk_bytes = kFileChunkBytes;
+  return o;
+}
+}  // namespace
+
+RawStreamReader::RawStreamReader(int fd, bool owned, std::optional<std::uint64_t> size, const Limits& limits)
+    : fd_(fd), owned_(owned), size_(size), assembler_(limits, assembler_options(size)) {}
 
 Result<std::unique_ptr<RawStreamReader>> RawStreamReader::open(const std::string& path,
                                                                const Limits& limits) {
-  std::FILE* f = nullptr;
+  int fd = 0;
   bool owned = true;
   if (path == "-") {
-    f = stdin;
     owned = false;
   } else {
-    f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) return make_error(Errc::io, std::strerror(errno));
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return make_error(Errc::io, std::strerror(errno));
   }
   std::optional<std::uint64_t> size;
   struct stat st {};
-  if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode)) size = static_cast<std::uint64_t>(st.st_size);
-  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-    if (owned) std::fclose(f);
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (owned) ::close(fd);
     return make_error(Errc::io, "is a directory");
   }
-  return std::unique_ptr<RawStreamReader>(new RawStreamReader(f, owned, size, limits));
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) size = static_cast<std::uint64_t>(st.st_size);
+  return std::unique_ptr<RawStreamReader>(new RawStreamReader(fd, owned, size, limits));
 }
 
 RawStreamReader::~RawStreamReader() {
-  if (owned_ && file_ != nullptr) std::fclose(file_);
+  if (owned_ && fd_ >= 0) ::close(fd_);
 }
 
-Result<std::size_t> RawStreamReader::read_some(std::uint8_t* into, std::size_t count) {
-  const std::size_t got = std::fread(into, 1, count, file_);
-  if (got < count && std::ferror(file_))
-    return make_error(Errc::io, std::string("read failed: ") + std::strerror(errno), offset_);
-  return got;
+Result<std::size_t> RawStreamReader::read_some(std::span<std::uint8_t> into) {
+  for (;;) {
+    const ssize_t got = ::read(fd_, into.data(), into.size());
+    if (got >= 0) return static_cast<std::size_t>(got);
+    if (errno == EINTR) continue;
+    return make_error(Errc::io, std::string("read failed: ") + std::strerror(errno), assembler_.offset());
+  }
 }
 
 bool RawStreamReader::sniff(ByteSpan first_bytes, const Limits& limits) {
@@ -47,61 +64,36 @@ bool RawStreamReader::sniff(ByteSpan first_bytes, const Limits& limits) {
 }
 
 Result<std::optional<StreamMessage>> RawStreamReader::next() {
-  if (failed_) return make_error(Errc::internal, "reader used after an error", offset_);
-  const std::uint64_t start = offset_;
+  if (failed_) return make_error(Errc::internal, "reader used after an error", offset());
   auto fail = [&](Error e) -> Result<std::optional<StreamMessage>> {
     failed_ = true;
-    return e;
+    return e.add_context("message " + std::to_string(index_));
   };
-  // Grow the buffer to what the decoder asks for, never beyond what the file
-  // can still hold (when its size is known) or 64 MiB ahead of what arrived.
-  auto owner = std::make_shared<Buffer>();
-  Buffer& buf = *owner;
-  std::uint64_t want = 16;
   for (;;) {
-    if (buf.size() < want) {
-      const std::uint64_t missing = want - buf.size();
-      if (size_ && *size_ >= start && missing > *size_ - start - buf.size()) {
-        // The file cannot hold what the prelude promises.
-        if (buf.empty() && *size_ == start) return std::optional<StreamMessage>{};
-        return fail(make_error(Errc::truncated,
-                               "needs " + std::to_string(want) + " bytes, the file has " +
-                                   std::to_string(*size_ - start) + " left",
-                               start)
-                        .add_context("message " + std::to_string(index_)));
-      }
-      const std::uint64_t step = std::min<std::uint64_t>(missing, std::uint64_t{64} << 20);
-      const std::size_t old = buf.size();
-      buf.resize(old + static_cast<std::size_t>(step));
-      auto got = read_some(buf.data() + old, static_cast<std::size_t>(step));
-      if (!got) return fail(std::move(got).error());
-      buf.resize(old + *got);
-      if (*got < step) {
-        if (buf.empty()) return std::optional<StreamMessage>{};
-        return fail(make_error(Errc::truncated,
-                               "ends after " + std::to_string(buf.size()) + " of " +
-                                   std::to_string(want) + " bytes",
-                               start)
-                        .add_context("message " + std::to_string(index_)));
-      }
-      if (buf.size() < want) continue;
+    auto m = assembler_.next();
+    if (!m) return fail(std::move(m).error());
+    if (*m) {
+      StreamMessage msg;
+      msg.offset = (*m)->offset;
+      msg.wire_size = (*m)->wire_size;
+      msg.short_length = (*m)->short_length;
+      msg.frames = std::move((*m)->frames);
+      msg.storage = std::move((*m)->storage);
+      ++index_;
+      return std::optional<StreamMessage>(std::move(msg));
     }
-    auto step = decode_frames(buf, limits_, start);
-    if (!step) return fail(std::move(step).error().add_context("message " + std::to_string(index_)));
-    if (auto* more = std::get_if<NeedMore>(&*step)) {
-      want = more->total;
-      continue;
+    if (eof_) {
+      if (assembler_.at_boundary()) return std::optional<StreamMessage>{};
+      const std::uint64_t want = assembler_.expected();
+      return fail(make_error(Errc::truncated,
+                             "ends after " + std::to_string(assembler_.buffered()) + " of " +
+                                 (want ? std::to_string(want) : std::string("at least 16")) + " bytes",
+                             assembler_.offset()));
     }
-    auto& framed = std::get<Framed>(*step);
-    std::shared_ptr<const Buffer> shared = owner;
-    StreamMessage msg;
-    msg.offset = start;
-    msg.wire_size = framed.wire_size;
-    msg.short_length = framed.short_length;
-    for (ByteSpan f : framed.frames) msg.frames.emplace_back(shared, f);
-    offset_ = start + framed.wire_size;
-    ++index_;
-    return std::optional<StreamMessage>(std::move(msg));
+    auto got = read_some(assembler_.buffer());
+    if (!got) return fail(std::move(got).error());
+    if (*got == 0) eof_ = true;
+    assembler_.commit(*got);
   }
 }
 

@@ -5,15 +5,16 @@
 //   message := L:u64le  n:u64le  len[n]:u64le  frame[0] .. frame[n-1]
 //   file    := message*
 //
-// The reader reads one message at a time: the 16-byte start, then the
-// length table, then exactly the bytes the table promises. A promise larger
-// than the file (or than Limits::max_message_bytes) is an error before any
-// allocation; memory holds one message at a time. A file that ends inside a
-// message is Errc::truncated with the offset of that message.
+// The reader feeds the file to a MessageAssembler (core/wire/assembler.h),
+// reading straight into the buffer each message ends up in: small messages
+// into the staging chunk, a large one into its own buffer, never past its
+// end. A promise larger than the file (or than Limits::max_message_bytes) is
+// an error before any allocation; memory holds about one message. A file
+// that ends inside a message is Errc::truncated with the offset of that
+// message.
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@
 #include "core/base/bytes.h"
 #include "core/base/limits.h"
 #include "core/base/result.h"
+#include "core/wire/assembler.h"
 #include "formats/message_stream.h"
 
 namespace daskcaps::formats {
@@ -37,8 +39,8 @@ class RawStreamReader {
   Result<std::optional<StreamMessage>> next();
   /// Index the next message will get (0-based).
   std::size_t next_index() const { return index_; }
-  /// Offset of the next unread byte.
-  std::uint64_t offset() const { return offset_; }
+  /// Offset of the first byte not yet handed out in a message.
+  std::uint64_t offset() const { return assembler_.offset(); }
   /// Size of the file when it is a regular file.
   std::optional<std::uint64_t> file_size() const { return size_; }
 
@@ -46,16 +48,15 @@ class RawStreamReader {
   static bool sniff(ByteSpan first_bytes, const Limits& limits);
 
  private:
-  RawStreamReader(std::FILE* file, bool owned, std::optional<std::uint64_t> size, Limits limits)
-      : file_(file), owned_(owned), size_(size), limits_(limits) {}
-  Result<std::size_t> read_some(std::uint8_t* into, std::size_t count);
+  RawStreamReader(int fd, bool owned, std::optional<std::uint64_t> size, const Limits& limits);
+  Result<std::size_t> read_some(std::span<std::uint8_t> into);
 
-  std::FILE* file_;
+  int fd_;
   bool owned_;
   std::optional<std::uint64_t> size_;
-  Limits limits_;
-  std::uint64_t offset_ = 0;
+  MessageAssembler assembler_;
   std::size_t index_ = 0;
+  bool eof_ = false;
   bool failed_ = false;
 };
 

@@ -3,7 +3,9 @@
 // ByteSpan is a non-owning view. Bytes is an immutable, reference-counted
 // slice: many frames of one message can point into the single buffer the
 // message body was read into, and a frame can outlive the reader that made it
-// without a copy. Buffer is the owned, growable type that writers produce.
+// without a copy; the owner may be a Buffer or any other block of memory
+// (core/base/page_buffer.h). Buffer is the owned, growable type that writers
+// produce.
 #pragma once
 
 #include <algorithm>
@@ -31,14 +33,17 @@ class Bytes {
  public:
   Bytes() = default;
   /// Takes ownership of a whole buffer.
-  explicit Bytes(Buffer buffer)
-      : owner_(std::make_shared<const Buffer>(std::move(buffer))),
-        data_(owner_->data()),
-        size_(owner_->size()) {}
+  explicit Bytes(Buffer buffer) {
+    auto owner = std::make_shared<const Buffer>(std::move(buffer));
+    data_ = owner->data();
+    size_ = owner->size();
+    owner_ = std::move(owner);
+  }
   /// Copies a view into a new owned buffer.
   static Bytes copy_of(ByteSpan view) { return Bytes(Buffer(view.begin(), view.end())); }
-  /// A slice of a shared buffer; `view` must lie inside `*owner`.
-  Bytes(std::shared_ptr<const Buffer> owner, ByteSpan view)
+  /// A slice of memory that `owner` keeps alive (a Buffer, a PageBuffer, a
+  /// read chunk); `view` must lie inside it.
+  Bytes(std::shared_ptr<const void> owner, ByteSpan view)
       : owner_(std::move(owner)), data_(view.data()), size_(view.size()) {}
 
   const std::uint8_t* data() const { return data_; }
@@ -56,7 +61,7 @@ class Bytes {
   }
 
  private:
-  std::shared_ptr<const Buffer> owner_;
+  std::shared_ptr<const void> owner_;
   const std::uint8_t* data_ = nullptr;
   std::size_t size_ = 0;
 };

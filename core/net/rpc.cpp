@@ -23,60 +23,16 @@ Buffer encode_request(std::string_view op, bool reply, msgpack::Map args) {
   return encode_msgpack_message(m);
 }
 
-void MessageReader::push(ByteSpan data) {
-  if (failed_ || data.empty()) return;
-  // Drop consumed bytes once they are the larger part of the buffer.
-  if (start_ > 0 && start_ >= buf_.size() / 2) {
-    buf_.erase(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(start_));
-    base_ += start_;
-    start_ = 0;
-  }
-  buf_.insert(buf_.end(), data.begin(), data.end());
-}
-
 Result<std::optional<std::vector<Bytes>>> MessageReader::next() {
-  if (failed_) return make_error(Errc::protocol, "the stream already failed");
-  const std::uint64_t have = buf_.size() - start_;
-  if (have == 0 || (need_ != 0 && have < need_)) return std::optional<std::vector<Bytes>>{};
-  const ByteSpan view = ByteSpan(buf_).subspan(start_);
-  auto step = decode_frames(view, limits_, offset());
-  if (!step) {
-    failed_ = true;
-    Error e = std::move(step).error();
+  auto m = assembler_.next();
+  if (!m) {
+    Error e = std::move(m).error();
     e.code = Errc::protocol;
     e.what = "not a Dask message: " + e.what;
     return e;
   }
-  if (const auto* more = std::get_if<NeedMore>(&*step)) {
-    need_ = more->total;
-    // The total is the whole message only once the length table is in.
-    need_is_total_ = false;
-    if (have >= 16) {
-      std::uint64_t n = 0;
-      for (int i = 0; i < 8; ++i) n |= std::uint64_t{view[8 + static_cast<std::size_t>(i)]} << (8 * i);
-      need_is_total_ = n <= limits_.max_frames && have >= prelude_size(n);
-    }
-    return std::optional<std::vector<Bytes>>{};
-  }
-  const Framed& framed = std::get<Framed>(*step);
-  // One owned copy per message; frames are slices of it.
-  auto owner = std::make_shared<const Buffer>(view.begin(),
-                                              view.begin() + static_cast<std::ptrdiff_t>(framed.wire_size));
-  std::vector<Bytes> frames;
-  frames.reserve(framed.frames.size());
-  for (const ByteSpan f : framed.frames) {
-    const std::size_t at = static_cast<std::size_t>(f.data() - view.data());
-    frames.emplace_back(owner, ByteSpan(owner->data() + at, f.size()));
-  }
-  start_ += static_cast<std::size_t>(framed.wire_size);
-  need_ = 0;
-  need_is_total_ = false;
-  if (start_ == buf_.size()) {
-    base_ += start_;
-    buf_.clear();
-    start_ = 0;
-  }
-  return std::optional<std::vector<Bytes>>(std::move(frames));
+  if (!*m) return std::optional<std::vector<Bytes>>{};
+  return std::optional<std::vector<Bytes>>(std::move((*m)->frames));
 }
 
 std::string Reply::describe(std::string_view op) const {

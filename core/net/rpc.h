@@ -47,6 +47,7 @@
 #include "core/wire/msgpack.h"
 #include "core/net/net.h"
 #include "core/base/result.h"
+#include "core/wire/assembler.h"
 
 namespace daskcaps::rpc {
 
@@ -55,32 +56,32 @@ Buffer encode_msgpack_message(const msgpack::Value& frame0);
 /// A request {"op": op, "reply": reply, args...} as one message.
 Buffer encode_request(std::string_view op, bool reply, msgpack::Map args = {});
 
-/// Whole messages out of a byte stream fed in arbitrary chunks.
+/// Whole messages out of a byte stream fed in arbitrary chunks: the message
+/// assembler (core/wire/assembler.h), with its errors as protocol errors.
+/// Sockets may read straight into buffer() and commit(); push() copies.
 class MessageReader {
  public:
-  explicit MessageReader(const Limits& limits) : limits_(limits) {}
-  void push(ByteSpan data);
-  /// The frames of the next complete message (slices of one owned buffer),
-  /// nullopt when more bytes are needed, or an error (Errc::protocol, with
-  /// the stream offset) for bytes that are not a Dask message. After an
-  /// error the reader stays failed.
+  explicit MessageReader(const Limits& limits) : assembler_(limits) {}
+  void push(ByteSpan data) { assembler_.push(data); }
+  std::span<std::uint8_t> buffer() { return assembler_.buffer(); }
+  void commit(std::size_t n) { assembler_.commit(n); }
+  /// The frames of the next complete message (slices of the buffer it was
+  /// read into), nullopt when more bytes are needed, or an error
+  /// (Errc::protocol, with the stream offset) for bytes that are not a Dask
+  /// message. After an error the reader stays failed.
   Result<std::optional<std::vector<Bytes>>> next();
   /// Bytes held of a message not yet complete.
-  std::uint64_t buffered() const { return buf_.size() - start_; }
+  std::uint64_t buffered() const { return assembler_.buffered(); }
   /// Total size of the message in progress once its length table is in,
   /// else 0.
-  std::uint64_t expected() const { return need_is_total_ ? need_ : 0; }
+  std::uint64_t expected() const { return assembler_.expected(); }
   /// Stream offset of the next unconsumed byte.
-  std::uint64_t offset() const { return base_ + start_; }
+  std::uint64_t offset() const { return assembler_.offset(); }
+  /// Gives the read buffer back while no message is in progress.
+  void release_idle() { assembler_.release_idle(); }
 
  private:
-  Limits limits_;
-  Buffer buf_;
-  std::size_t start_ = 0;
-  std::uint64_t base_ = 0;  // stream offset of buf_[0]
-  std::uint64_t need_ = 0;
-  bool need_is_total_ = false;
-  bool failed_ = false;
+  MessageAssembler assembler_;
 };
 
 /// The outcome of one request.

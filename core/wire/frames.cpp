@@ -64,7 +64,7 @@ Result<FrameStep> decode_frames(ByteSpan input, const Limits& limits, std::uint6
   }
 
   const std::uint64_t total = head + body;
-  if (input.size() < total) return FrameStep{NeedMore{total}};
+  if (input.size() < total) return FrameStep{NeedMore{total, true}};
 
   Framed out;
   out.frames.reserve(static_cast<std::size_t>(n));

@@ -44,6 +44,8 @@ constexpr std::uint64_t prelude_size(std::uint64_t frame_count) { return 16 + 8 
 /// before it can answer (the count grows as it learns n, then the lengths).
 struct NeedMore {
   std::uint64_t total;
+  /// True when `total` is the whole message: the length table is in.
+  bool whole = false;
 };
 
 /// A complete message found at the start of the input.
