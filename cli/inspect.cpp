@@ -1,7 +1,7 @@
 // dask-caps inspect DUMP [--json] [--message N] [--dis]
 // Decodes captured Dask traffic and describes every message without
-// executing anything. Thin: reading is in formats/ (raw streams, pcap and
-// pcapng with TCP reassembly), the description in core/recode/describe.h, the
+// executing anything. Thin: the input is opened by formats/message_source.h
+// (raw streams, pcap and pcapng with TCP reassembly), the description in core/recode/describe.h, the
 // negotiation in core/caps/caps.h, the rendering in cli/render_inspect.cpp.
 #include <CLI/CLI.hpp>
 #include <cerrno>
@@ -18,8 +18,7 @@
 #include "core/caps/caps.h"
 #include "core/recode/describe.h"
 #include "core/wire/message.h"
-#include "formats/capture.h"
-#include "formats/raw_stream.h"
+#include "formats/message_source.h"
 
 namespace daskcaps::cli {
 
@@ -33,32 +32,6 @@ struct InspectOptions {
   std::vector<std::uint16_t> ports;
   Limits limits;
 };
-
-// One message from either kind of input.
-struct Item {
-  std::size_t index = 0;
-  std::uint64_t offset = 0;
-  std::uint64_t wire_size = 0;
-  std::uint64_t skipped_before = 0;
-  bool short_length = false;
-  std::vector<Bytes> frames;
-  // pcap only
-  std::optional<std::size_t> connection;
-  formats::Direction direction = formats::Direction::client_to_server;
-  double timestamp = 0;
-  bool at_stream_start = false;
-};
-
-using NextFn = std::function<Result<std::optional<Item>>()>;
-
-Result<Buffer> read_head(const std::string& path, std::size_t n) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return make_error(Errc::io, std::strerror(errno));
-  Buffer head(n);
-  head.resize(std::fread(head.data(), 1, n, f));
-  std::fclose(f);
-  return head;
-}
 
 std::string direction_short(formats::Direction d) {
   return d == formats::Direction::client_to_server ? "c2s" : "s2c";
@@ -140,61 +113,11 @@ void connections_text(std::ostream& out, const std::vector<formats::ConnectionIn
 }
 
 int run_inspect(const InspectOptions& opt) {
-  auto head = read_head(opt.input, 64);
-  if (!head) return report_error(opt.input, head.error());
-
-  NextFn next;
-  std::unique_ptr<formats::RawStreamReader> raw;
-  std::unique_ptr<formats::PcapMessageReader> pcap;
-  std::size_t raw_index = 0;
-  if (formats::PcapMessageReader::sniff(*head)) {
-    formats::CaptureOptions copt;
-    copt.ports = opt.ports;
-    auto r = formats::PcapMessageReader::open(opt.input, opt.limits, copt);
-    if (!r) return report_error(opt.input, r.error());
-    pcap = std::move(*r);
-    next = [&, index = std::size_t{0}]() mutable -> Result<std::optional<Item>> {
-      auto m = pcap->next();
-      if (!m) return std::move(m).error();
-      if (!*m) return std::optional<Item>{};
-      Item it;
-      it.index = index++;
-      it.offset = (*m)->message.offset;
-      it.wire_size = (*m)->message.wire_size;
-      it.skipped_before = (*m)->message.skipped_before;
-      it.short_length = (*m)->message.short_length;
-      it.frames = std::move((*m)->message.frames);
-      it.connection = (*m)->connection;
-      it.direction = (*m)->direction;
-      it.timestamp = (*m)->timestamp;
-      it.at_stream_start = (*m)->at_stream_start();
-      return std::optional<Item>(std::move(it));
-    };
-  } else {
-    if (!head->empty() && !formats::RawStreamReader::sniff(*head, opt.limits))
-      return report_error(opt.input,
-                          make_error(Errc::bad_magic,
-                                     "not a pcap/pcapng capture or a Dask raw stream "
-                                     "(the first 16 bytes are no message prelude)",
-                                     0));
-    auto r = formats::RawStreamReader::open(opt.input, opt.limits);
-    if (!r) return report_error(opt.input, r.error());
-    raw = std::move(*r);
-    next = [&]() -> Result<std::optional<Item>> {
-      raw_index = raw->next_index();
-      auto m = raw->next();
-      if (!m) return std::move(m).error();
-      if (!*m) return std::optional<Item>{};
-      Item it;
-      it.index = raw_index;
-      it.offset = (*m)->offset;
-      it.wire_size = (*m)->wire_size;
-      it.short_length = (*m)->short_length;
-      it.frames = std::move((*m)->frames);
-      it.at_stream_start = it.index == 0;
-      return std::optional<Item>(std::move(it));
-    };
-  }
+  formats::SourceOptions sopt;
+  sopt.capture.ports = opt.ports;
+  auto source = formats::MessageSource::open(opt.input, opt.limits, sopt);
+  if (!source) return report_error(opt.input, source.error());
+  formats::MessageSource& src = **source;
 
   DescribeOptions dopt;
   dopt.limits = opt.limits;
@@ -208,13 +131,13 @@ int run_inspect(const InspectOptions& opt) {
   int exit_code = kExitOk;
 
   for (;;) {
-    auto item = next();
+    auto item = src.next();
     if (!item) {
       exit_code = report_error(opt.input, item.error());
       break;
     }
     if (!*item) break;
-    Item& it = **item;
+    formats::SourceMessage& it = **item;
     ++count;
     bytes += it.wire_size;
     const bool wanted = !opt.message || *opt.message == it.index;
@@ -234,9 +157,9 @@ int run_inspect(const InspectOptions& opt) {
     std::string where_text;
     if (it.connection) {
       where["connection"] = *it.connection;
-      where["direction"] = std::string(formats::to_string(it.direction));
-      where["timestamp"] = it.timestamp;
-      where_text = "conn " + std::to_string(*it.connection) + " " + direction_short(it.direction) + "  ";
+      where["direction"] = std::string(formats::to_string(*it.direction));
+      where["timestamp"] = it.timestamp.value_or(0);
+      where_text = "conn " + std::to_string(*it.connection) + " " + direction_short(*it.direction) + "  ";
     }
     if (!parsed) {
       Error e = std::move(parsed).error();
@@ -300,19 +223,18 @@ int run_inspect(const InspectOptions& opt) {
   if (opt.json) {
     Json doc = json_document("dask-caps.inspect/1");
     doc["input"] = opt.input;
-    doc["format"] = pcap ? std::string(pcap->format() == formats::pcap::FileFormat::pcapng ? "pcapng" : "pcap")
-                         : std::string("raw");
-    if (pcap) {
-      doc["connections"] = connections_json(pcap->connections(), handshakes);
-      doc["warnings"] = pcap->warnings();
+    doc["format"] = std::string(formats::to_string(src.format()));
+    if (src.is_capture()) {
+      doc["connections"] = connections_json(src.connections(), handshakes);
+      doc["warnings"] = src.warnings();
     }
     doc["messages"] = std::move(messages);
     doc["summary"] = {{"messages", count}, {"objects", objects}, {"bytes", bytes}};
     print_json(doc);
   } else {
-    if (pcap) {
-      connections_text(std::cout, pcap->connections(), handshakes);
-      for (const std::string& w : pcap->warnings()) std::cout << "warning: " << w << '\n';
+    if (src.is_capture()) {
+      connections_text(std::cout, src.connections(), handshakes);
+      for (const std::string& w : src.warnings()) std::cout << "warning: " << w << '\n';
     }
     std::cout << count << (count == 1 ? " message, " : " messages, ") << objects
               << (objects == 1 ? " object, " : " objects, ") << bytes << " bytes\n";

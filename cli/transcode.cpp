@@ -1,30 +1,25 @@
 // dask-caps transcode IN -o OUT [--codec ...] [--pickle-protocol ...]
 //                               [--layout keep|cpu] [--threads N]
-// Recodes captured Dask traffic for a recipient. Thin: reading is in
-// formats/, recoding in core/recode/transcode.h, the output in core/base/atomic_file.h.
+// Recodes captured Dask traffic for a recipient. Thin: the input is opened
+// by formats/message_source.h, recoded by the engine (core/recode/engine.h)
+// and written by formats/stream_outputs.h; cli/render_transcode prints the
+// summary.
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <sys/stat.h>
-
-#include <cctype>
-#include <cerrno>
 #include <csignal>
-#include <cstdio>
-#include <map>
 #include <cstring>
 #include <iostream>
-#include <thread>
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "core/base/atomic_file.h"
+#include "cli/render_transcode.h"
 #include "core/caps/endpoint.h"
-#include "core/wire/frames.h"
+#include "core/recode/engine.h"
 #include "core/recode/transcode.h"
-#include "formats/capture.h"
-#include "formats/raw_stream.h"
+#include "formats/message_source.h"
+#include "formats/stream_outputs.h"
 
 namespace daskcaps::cli {
 
@@ -42,6 +37,7 @@ struct TranscodeCliOptions {
   std::string dask_release = "2022.12";
   std::uint64_t shard_bytes = std::uint64_t{64} << 20;
   unsigned threads = 0;
+  std::uint64_t max_inflight_bytes = std::uint64_t{16} << 20;
   bool json = false;
   std::optional<std::size_t> connection;
   std::string direction;
@@ -106,31 +102,8 @@ bool same_file(const std::string& a, const std::string& b) {
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-// One output raw stream: the whole output of a raw input, or one direction
-// of one connection of a capture.
-struct Output {
-  std::unique_ptr<AtomicFile> file;
-  std::size_t messages = 0;
-};
-
-Status write_message(AtomicFile& file, const std::vector<Bytes>& frames) {
-  std::vector<std::uint64_t> lengths;
-  lengths.reserve(frames.size());
-  for (const Bytes& f : frames) lengths.push_back(f.size());
-  if (auto st = file.write(encode_prelude(lengths)); !st) return st;
-  for (const Bytes& f : frames)
-    if (auto st = file.write(f.span()); !st) return st;
-  return {};
-}
-
-std::string safe_name(std::string s) {
-  for (char& c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-')) c = '_';
-  return s;
-}
-
 // --for: the recipient's plan fills what the user did not set explicitly.
-Status apply_recipient(TranscodeCliOptions& o, std::string& note) {
+Status apply_recipient(TranscodeCliOptions& o, TranscodeSummary::Recipient& recipient) {
   EndpointOptions eo;
   eo.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeout_s * 1000));
   eo.tls = o.tls;
@@ -141,181 +114,88 @@ Status apply_recipient(TranscodeCliOptions& o, std::string& note) {
   if (!o.codec_given) o.codec = std::string(codec_name(plan.codec));
   if (!o.protocol_given) o.pickle_protocol = std::to_string(plan.pickle_protocol);
   if (!o.layout_given && plan.cpu_layout) o.layout = *plan.cpu_layout ? "cpu" : "keep";
-  note = "for " + peer->name + ": codec " + o.codec + ", pickle protocol " + o.pickle_protocol +
-         ", layout " + o.layout +
-         (plan.cpu_layout ? "" : " (whether it has a GPU is not known)");
+  recipient = {o.for_endpoint, peer->name, o.codec, o.pickle_protocol, o.layout, plan.cpu_layout.has_value()};
   return {};
 }
 
 int run_transcode(TranscodeCliOptions o) {
-  std::string recipient_note;
+  TranscodeSummary summary;
+  summary.input = o.input;
+  summary.output = o.output;
   if (!o.for_endpoint.empty()) {
-    if (auto st = apply_recipient(o, recipient_note); !st) return report_error("", st.error());
+    TranscodeSummary::Recipient recipient;
+    if (auto st = apply_recipient(o, recipient); !st) return report_error("", st.error());
+    summary.recipient = std::move(recipient);
   }
   auto topt = core_options(o);
   if (!topt) return report_error("", topt.error());
   if (same_file(o.input, o.output))
     return report_error(o.output, make_error(Errc::usage, "is the input; the input is never modified"));
 
-  Buffer head(64);
-  if (std::FILE* f = std::fopen(o.input.c_str(), "rb")) {
-    head.resize(std::fread(head.data(), 1, head.size(), f));
-    std::fclose(f);
-  } else {
-    return report_error(o.input, make_error(Errc::io, std::strerror(errno)));
+  formats::SourceOptions sopt;
+  sopt.capture.ports = o.ports;
+  sopt.capture.reassembly.only_connection = o.connection;
+  if (!o.direction.empty()) {
+    auto d = formats::parse_direction(o.direction);
+    if (!d)
+      return report_error("", make_error(Errc::usage, "--direction " + o.direction +
+                                                          ": use client-to-server, server-to-client, c2s or s2c"));
+    sopt.capture.reassembly.only_direction = *d;
   }
-  const bool is_pcap = formats::PcapMessageReader::sniff(head);
-  if (!is_pcap && (o.connection || !o.direction.empty()))
+  auto source = formats::MessageSource::open(o.input, o.limits, sopt);
+  if (!source) return report_error(o.input, source.error());
+  formats::MessageSource& src = **source;
+  summary.capture = src.is_capture();
+  if (!summary.capture && (o.connection || !o.direction.empty()))
     return report_error("", make_error(Errc::usage, "--connection and --direction apply to pcap input"));
 
-  // Where each message goes: raw input -> the one output; pcap -> one output
-  // per (connection, direction), or only the chosen one.
-  std::map<std::pair<std::size_t, int>, Output> outputs;
-  std::map<std::size_t, std::pair<std::size_t, int>> route;  // message index -> stream
-  std::string out_dir;
-  const bool one_stream = !is_pcap || (o.connection && !o.direction.empty());
-  std::unique_ptr<formats::RawStreamReader> raw;
-  std::unique_ptr<formats::PcapMessageReader> pcap;
-  MessageSourceFn next;
-  std::size_t count = 0;
+  // A capture goes to one file per connection and direction, unless one of
+  // them is chosen.
+  const bool split = summary.capture && !(o.connection && !o.direction.empty());
+  auto outputs = formats::StreamOutputs::create(o.output, split, guard_temp);
+  if (!outputs) return report_error("", outputs.error());
+  formats::StreamOutputs& out = **outputs;
 
-  if (!is_pcap) {
-    auto r = formats::RawStreamReader::open(o.input, o.limits);
-    if (!r) return report_error(o.input, r.error());
-    raw = std::move(*r);
-    next = [&]() -> Result<std::optional<SourceMessage>> {
-      const std::size_t index = raw->next_index();
-      auto m = raw->next();
-      if (!m) return std::move(m).error();
-      if (!*m) return std::optional<SourceMessage>{};
-      route[index] = {0, 0};
-      ++count;
-      return std::optional<SourceMessage>(SourceMessage{index, (*m)->offset, std::move((*m)->frames)});
-    };
-  } else {
-    formats::CaptureOptions copt;
-    copt.ports = o.ports;
-    copt.reassembly.only_connection = o.connection;
-    if (!o.direction.empty()) {
-      auto d = formats::parse_direction(o.direction);
-      if (!d) return report_error("", make_error(Errc::usage, "--direction " + o.direction +
-                                                                  ": use client-to-server, server-to-client, c2s or s2c"));
-      copt.reassembly.only_direction = *d;
-    }
-    auto r = formats::PcapMessageReader::open(o.input, o.limits, copt);
-    if (!r) return report_error(o.input, r.error());
-    pcap = std::move(*r);
-    if (!one_stream) {
-      out_dir = o.output;
-      if (::mkdir(out_dir.c_str(), 0777) != 0 && errno != EEXIST)
-        return report_error(out_dir, make_error(Errc::io, std::strerror(errno)));
-    }
-    next = [&, index = std::size_t{0}]() mutable -> Result<std::optional<SourceMessage>> {
-      auto m = pcap->next();
-      if (!m) return std::move(m).error();
-      if (!*m) return std::optional<SourceMessage>{};
-      const std::size_t i = index++;
-      route[i] = {(*m)->connection, static_cast<int>((*m)->direction)};
-      ++count;
-      return std::optional<SourceMessage>(SourceMessage{i, (*m)->message.offset, std::move((*m)->message.frames)});
-    };
-  }
-
-  std::optional<Error> open_error;
-  auto output_for = [&](std::pair<std::size_t, int> key) -> Result<Output*> {
-    auto it = outputs.find(key);
-    if (it != outputs.end()) return &it->second;
-    std::string path = o.output;
-    if (!one_stream) {
-      const auto& conns = pcap->connections();
-      std::string name = "conn" + std::to_string(key.first);
-      if (key.first < conns.size()) {
-        const auto& c = conns[key.first];
-        name += key.second == 0 ? "-" + safe_name(c.client) + "-to-" + safe_name(c.server)
-                                : "-" + safe_name(c.server) + "-to-" + safe_name(c.client);
-      }
-      path = out_dir + "/" + name + ".stream";
-    }
-    auto f = AtomicFile::create(path);
-    if (!f) return std::move(f).error();
-    guard_temp((*f)->temp_path());
-    Output& out = outputs[key];
-    out.file = std::move(*f);
-    return &out;
+  // The tag of each message is its output file.
+  auto next = [&]() -> Result<std::optional<RecodeEngine::Input>> {
+    auto m = src.next();
+    if (!m) return std::move(m).error();
+    if (!*m) return std::optional<RecodeEngine::Input>{};
+    auto slot = out.route(**m, src.connections());
+    if (!slot) return std::move(slot).error();
+    ++summary.messages;
+    RecodeEngine::Input in;
+    in.tag = *slot;
+    in.offset = (*m)->offset;
+    in.wire_size = (*m)->wire_size;
+    in.frames = std::move((*m)->frames);
+    in.storage = std::move((*m)->storage);
+    return std::optional<RecodeEngine::Input>(std::move(in));
   };
-  if (one_stream) {
-    // The single output exists even when no message reaches it.
-    auto first = output_for({o.connection.value_or(0), 0});
-    if (!first) return report_error("", first.error());
-  }
-  auto write = [&](std::size_t index, const std::vector<Bytes>& frames) -> Status {
-    auto key = route.at(index);
-    route.erase(index);
-    if (one_stream) key = outputs.begin()->first;
-    auto out = output_for(key);
-    if (!out) return std::move(out).error();
-    ++(*out)->messages;
-    return write_message(*(*out)->file, frames);
-  };
+  auto write = [&](std::uint64_t slot, std::span<const Bytes> frames) { return out.write(slot, frames); };
 
-  const unsigned threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
-  auto report = transcode_stream(next, write, *topt, threads);
+  EngineOptions eopt;
+  eopt.threads = o.threads;
+  eopt.max_inflight_bytes = o.max_inflight_bytes;
+  auto report = transcode_stream(next, write, *topt, eopt);
   if (!report) {
-    outputs.clear();  // removes every temporary file
+    out.abort();
     g_temp_active = 0;
     return report_error(o.input, report.error());
   }
-  for (auto& [key, out] : outputs) {
-    if (auto st = out.file->commit(); !st) {
-      outputs.clear();
-      g_temp_active = 0;
-      return report_error("", st.error());
-    }
+  if (auto st = out.commit(); !st) {
+    out.abort();
+    g_temp_active = 0;
+    return report_error("", st.error());
   }
   g_temp_active = 0;
-
-  if (o.json) {
-    Json doc = json_document("dask-caps.transcode/1");
-    doc["input"] = o.input;
-    doc["output"] = o.output;
-    Json files = Json::array();
-    for (const auto& [key, out] : outputs) {
-      Json f;
-      f["path"] = out.file->path();
-      f["messages"] = out.messages;
-      f["bytes"] = out.file->size();
-      if (is_pcap) {
-        f["connection"] = key.first;
-        f["direction"] = std::string(formats::to_string(static_cast<formats::Direction>(key.second)));
-      }
-      files.push_back(std::move(f));
-    }
-    doc["outputs"] = std::move(files);
-    doc["messages"] = count;
-    doc["bytes-in"] = report->bytes_in;
-    doc["bytes-out"] = report->bytes_out;
-    doc["frames-recompressed"] = report->frames_recompressed;
-    doc["pickles-recoded"] = report->pickles_recoded;
-    doc["buffers-inlined"] = report->buffers_inlined;
-    doc["arrays-converted"] = report->arrays_converted;
-    doc["unconvertible"] = report->unconvertible;
-    if (pcap) doc["warnings"] = pcap->warnings();
-    if (!o.for_endpoint.empty())
-      doc["for"] = {{"endpoint", o.for_endpoint}, {"codec", o.codec},
-                    {"pickle-protocol", o.pickle_protocol}, {"layout", o.layout}};
-    print_json(doc);
-  } else {
-    if (!recipient_note.empty()) std::cout << recipient_note << '\n';
-    for (const auto& [key, out] : outputs)
-      std::cout << out.file->path() << ": " << out.messages << " messages, " << out.file->size() << " bytes\n";
-    std::cout << count << " messages, " << report->bytes_in << " -> " << report->bytes_out
-              << " bytes of frames; " << report->frames_recompressed << " frames compressed, "
-              << report->pickles_recoded << " pickles recoded, " << report->buffers_inlined
-              << " buffers inlined, " << report->arrays_converted << " GPU arrays converted\n";
-    for (const std::string& u : report->unconvertible) std::cout << "  left as it is: " << u << '\n';
-    if (pcap)
-      for (const std::string& w : pcap->warnings()) std::cout << "warning: " << w << '\n';
-  }
+  summary.report = std::move(*report);
+  summary.files = out.files();
+  summary.warnings = src.warnings();
+  if (o.json)
+    print_json(transcode_summary_json(summary));
+  else
+    render_transcode_text(summary, std::cout);
   return kExitOk;
 }
 
@@ -363,6 +243,9 @@ void add_transcode(CLI::App& app, int& exit_code) {
                   "largest shard of a rebuilt frame (distributed.comm.shard)")
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "worker threads (default: all cores)");
+  cmd->add_option("--max-inflight-bytes", o->max_inflight_bytes,
+                  "wire bytes of messages being recoded at once (one message always passes)")
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "print a JSON summary (schema dask-caps.transcode/1)");
   add_limit_flags(*cmd, o->limits);
   cmd->callback([o, codec, protocol, layout, &exit_code] {

@@ -1,11 +1,6 @@
 #include "core/recode/transcode.h"
 
 #include <algorithm>
-#include <condition_variable>
-#include <deque>
-#include <future>
-#include <mutex>
-#include <thread>
 
 #include "core/recode/gpu_layout.h"
 #include "core/wire/handshake.h"
@@ -380,104 +375,6 @@ Result<std::vector<Bytes>> transcode_message(const Message& message, const Trans
   if (!frames) return frames;
   for (const Bytes& f : *frames) report.bytes_out += f.size();
   return frames;
-}
-
-Result<TranscodeReport> transcode_stream(const MessageSourceFn& next, const MessageSinkFn& write,
-                                         const TranscodeOptions& options, unsigned threads) {
-  threads = std::max(1u, threads);
-  struct Job {
-    std::size_t index;
-    std::future<Result<std::pair<std::vector<Bytes>, TranscodeReport>>> result;
-  };
-  auto work = [&options](SourceMessage m) -> Result<std::pair<std::vector<Bytes>, TranscodeReport>> {
-    TranscodeReport rep;
-    auto offsets = frame_offsets_for(m.offset, m.frames);
-    auto parsed = parse_message(std::move(m.frames), options.limits, offsets);
-    if (!parsed) return std::move(parsed).error().add_context("message " + std::to_string(m.index));
-    auto frames = transcode_message(*parsed, options, rep);
-    if (!frames) return std::move(frames).error().add_context("message " + std::to_string(m.index));
-    return std::pair<std::vector<Bytes>, TranscodeReport>{std::move(*frames), std::move(rep)};
-  };
-
-  // A small pool: workers take messages from a queue; results come back
-  // through futures that the caller drains in order.
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::packaged_task<Result<std::pair<std::vector<Bytes>, TranscodeReport>>()>> tasks;
-  bool stop = false;
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < threads; ++t) {
-    pool.emplace_back([&] {
-      for (;;) {
-        std::packaged_task<Result<std::pair<std::vector<Bytes>, TranscodeReport>>()> task;
-        {
-          std::unique_lock<std::mutex> lock(mu);
-          cv.wait(lock, [&] { return stop || !tasks.empty(); });
-          if (tasks.empty()) return;
-          task = std::move(tasks.front());
-          tasks.pop_front();
-        }
-        task();
-      }
-    });
-  }
-  auto shutdown = [&] {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      stop = true;
-      tasks.clear();
-    }
-    cv.notify_all();
-    for (auto& t : pool) t.join();
-  };
-
-  TranscodeReport total;
-  std::deque<Job> inflight;
-  bool exhausted = false;
-  // One message per worker in flight: memory stays at about `threads`
-  // messages (each: its input frames, the decoded frame being recoded, and
-  // its output). Reading and writing, on this thread, overlap the work; a
-  // deeper window bought no speed on uniform captures and cost a message of
-  // memory per slot.
-  const std::size_t window = static_cast<std::size_t>(threads);
-  for (;;) {
-    while (!exhausted && inflight.size() < window) {
-      auto m = next();
-      if (!m) {
-        shutdown();
-        return std::move(m).error();
-      }
-      if (!*m) {
-        exhausted = true;
-        break;
-      }
-      const std::size_t index = (*m)->index;
-      std::packaged_task<Result<std::pair<std::vector<Bytes>, TranscodeReport>>()> task(
-          [work, msg = std::move(**m)]() mutable { return work(std::move(msg)); });
-      Job job{index, task.get_future()};
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        tasks.push_back(std::move(task));
-      }
-      cv.notify_one();
-      inflight.push_back(std::move(job));
-    }
-    if (inflight.empty()) break;
-    Job job = std::move(inflight.front());
-    inflight.pop_front();
-    auto r = job.result.get();
-    if (!r) {
-      shutdown();
-      return std::move(r).error();
-    }
-    if (auto st = write(job.index, r->first); !st) {
-      shutdown();
-      return std::move(st).error().add_context("message " + std::to_string(job.index));
-    }
-    total += r->second;
-  }
-  shutdown();
-  return total;
 }
 
 }  // namespace daskcaps

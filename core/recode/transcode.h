@@ -23,7 +23,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -72,20 +71,6 @@ struct TranscodeReport {
 Result<std::vector<Bytes>> transcode_message(const Message& message, const TranscodeOptions& options,
                                              TranscodeReport& report);
 
-/// The streaming driver: reads messages from `next` (nullopt at the end),
-/// recodes them on `threads` workers while keeping their order, and hands
-/// each result to `write` in order. At most about 2 x threads messages are
-/// in memory at once. Stops at the first error (reader, transcode or
-/// writer) and returns it with the message index as context.
-struct SourceMessage {
-  std::size_t index = 0;
-  std::uint64_t offset = 0;
-  std::vector<Bytes> frames;
-};
-using MessageSourceFn = std::function<Result<std::optional<SourceMessage>>()>;
-using MessageSinkFn = std::function<Status(std::size_t index, const std::vector<Bytes>& frames)>;
-
-Result<TranscodeReport> transcode_stream(const MessageSourceFn& next, const MessageSinkFn& write,
-                                         const TranscodeOptions& options, unsigned threads);
+// The streaming driver over many messages is core/recode/engine.h.
 
 }  // namespace daskcaps

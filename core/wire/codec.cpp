@@ -123,11 +123,24 @@ Result<Buffer> lz4_decompress(ByteSpan in, std::uint64_t max_output) {
   return out;
 }
 
-Result<Buffer> zstd_compress(ByteSpan in, int level) {
+// Frames at least this large are compressed by several zstd workers when
+// the caller asks for them (CompressOptions::zstd_workers): one large frame
+// then uses every core. Below it, the hand-off costs more than it gains.
+constexpr std::size_t kZstdParallelBytes = std::size_t{1} << 20;
+
+Result<Buffer> zstd_compress(ByteSpan in, int level, int workers) {
   ZSTD_CCtx* cctx = thread_zstd_context();
   if (cctx == nullptr) return make_error(Errc::codec_failed, "zstd: out of memory");
+  const bool parallel = workers > 1 && in.size() >= kZstdParallelBytes;
+  if (parallel) {
+    ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
+    // Fails on a libzstd built without threads: then it compresses alone.
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_nbWorkers, workers);
+  }
   auto into = [&](std::uint8_t* out, std::size_t cap) -> Result<std::size_t> {
-    const std::size_t written = ZSTD_compressCCtx(cctx, out, cap, in.data(), in.size(), level);
+    const std::size_t written = parallel ? ZSTD_compress2(cctx, out, cap, in.data(), in.size())
+                                         : ZSTD_compressCCtx(cctx, out, cap, in.data(), in.size(), level);
     if (ZSTD_isError(written))
       return make_error(Errc::codec_failed, std::string("zstd: ") + ZSTD_getErrorName(written));
     return written;
@@ -275,7 +288,7 @@ Result<Buffer> compress(Codec c, ByteSpan input, const CompressOptions& options)
   switch (c) {
     case Codec::none: return Buffer(input.begin(), input.end());
     case Codec::lz4: return lz4_compress(input);
-    case Codec::zstd: return zstd_compress(input, options.zstd_level);
+    case Codec::zstd: return zstd_compress(input, options.zstd_level, options.zstd_workers);
     case Codec::snappy: return snappy_compress(input);
     case Codec::zlib: return zlib_compress(input, options.zlib_level);
   }

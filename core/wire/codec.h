@@ -45,6 +45,10 @@ std::string codec_library_version(Codec c);
 struct CompressOptions {
   int zstd_level = 3;  // distributed.comm.zstd.level
   int zlib_level = -1; // Python's zlib.compress default (6)
+  /// zstd worker threads for frames of 1 MiB and more (0 or 1: none). The
+  /// output is one ordinary zstd frame with its content size, which every
+  /// decoder reads; only its block boundaries differ.
+  int zstd_workers = 0;
 };
 
 /// Compresses a whole buffer in the codec's Dask format. Fails only for

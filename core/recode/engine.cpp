@@ -1,0 +1,407 @@
+#include "core/recode/engine.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string_view>
+
+#include "core/wire/frames.h"
+#include "core/wire/message.h"
+#include "core/wire/msgpack.h"
+
+namespace daskcaps {
+
+namespace {
+
+bool contains(ByteSpan hay, std::string_view needle) {
+  if (needle.empty() || hay.size() < needle.size()) return false;
+  return ::memmem(hay.data(), hay.size(), needle.data(), needle.size()) != nullptr;
+}
+
+}  // namespace
+
+bool needs_recode(std::span<const Bytes> frames, const TranscodeOptions& options) {
+  if (options.is_identity()) return false;
+  // Every sub-object owns a sub-header frame; one frame means none.
+  if (frames.size() != 1) return true;
+  const ByteSpan f0 = frames[0].span();
+  // A placeholder there would point at a frame the message lacks: let the
+  // parser say so. A handshake is rewritten to advertise the target.
+  return contains(f0, "__Serialized__") || contains(f0, "__Pickled__") || contains(f0, "pickle-protocol") ||
+         contains(f0, "compression");
+}
+
+struct RecodeEngine::Stream {
+  StreamId id = 0;
+  StreamOptions options;
+  Deliver deliver;
+  std::uint64_t next_seq = 0;  // seq the next submitted message gets
+  std::uint64_t next_out = 0;  // seq of the next output to deliver
+  std::deque<std::optional<Output>> done;  // done[i]: output of seq next_out + i, once finished
+  std::deque<std::uint64_t> sizes;         // wire size of seq next_out + i (released at delivery)
+  std::vector<Input> batch;                // open batch, seqs batch_first ...
+  std::uint64_t batch_first = 0;
+  std::uint64_t batch_bytes = 0;
+  std::uint64_t dispatched = 0;  // messages given to workers (or inline) and not complete
+  std::atomic<bool> cancelled{false};  // read by workers between messages without the lock
+  bool delivering = false;
+};
+
+RecodeEngine::RecodeEngine(const EngineOptions& options) : options_(options) {
+  event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  unsigned n = options_.threads ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
+  workers_.reserve(n);
+  for (unsigned i = 0; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+RecodeEngine::~RecodeEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    jobs_.clear();
+    for (auto& [id, s] : streams_) s->cancelled = true;
+  }
+  work_cv_.notify_all();
+  room_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+  if (event_fd_ >= 0) ::close(event_fd_);
+}
+
+RecodeEngine::StreamId RecodeEngine::open_stream(const StreamOptions& options, Deliver deliver) {
+  auto s = std::make_shared<Stream>();
+  s->options = options;
+  // Large frames use every core of the pool (codec.cpp applies it only
+  // above its own size threshold).
+  if (s->options.transcode.compress.zstd_workers == 0)
+    s->options.transcode.compress.zstd_workers = static_cast<int>(workers_.size());
+  s->deliver = std::move(deliver);
+  std::lock_guard<std::mutex> lock(mu_);
+  s->id = next_id_++;
+  streams_[s->id] = s;
+  return s->id;
+}
+
+std::uint64_t RecodeEngine::inflight_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return inflight_;
+}
+
+RecodeEngine::Submitted RecodeEngine::try_submit(StreamId stream, Input& input) {
+  return enqueue(stream, input, false);
+}
+
+bool RecodeEngine::submit(StreamId stream, Input input) {
+  return enqueue(stream, input, true) == Submitted::accepted;
+}
+
+RecodeEngine::Submitted RecodeEngine::enqueue(StreamId id, Input& input, bool wait) {
+  if (input.wire_size == 0) {
+    input.wire_size = prelude_size(input.frames.size());
+    for (const Bytes& f : input.frames) input.wire_size += f.size();
+  }
+  const std::uint64_t size = input.wire_size;
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = streams_.find(id);
+  if (it == streams_.end() || it->second->cancelled) return Submitted::closed;
+  std::shared_ptr<Stream> s = it->second;
+  auto no_room = [&] { return inflight_ > 0 && inflight_ + size > options_.max_inflight_bytes; };
+  if (no_room()) {
+    // What is held back in an open batch must go out, or the room it
+    // takes would never come back.
+    dispatch_locked(lock, s);
+    if (!wait) return Submitted::full;
+    room_cv_.wait(lock, [&] { return stopping_ || s->cancelled || !no_room(); });
+    if (stopping_ || s->cancelled) return Submitted::closed;
+  }
+  inflight_ += size;
+  const std::uint64_t seq = s->next_seq++;
+  s->sizes.push_back(size);
+
+  if (size <= s->options.inline_bytes) {
+    // On this thread: a small message costs no hand-off.
+    ++s->dispatched;
+    lock.unlock();
+    std::vector<Output> out;
+    out.push_back(run_one(*s, seq, input));
+    complete(s, std::move(out));
+    return Submitted::accepted;
+  }
+  if (size <= options_.batch_bytes && options_.batch_messages > 1) {
+    if (s->batch.empty()) s->batch_first = seq;
+    s->batch.push_back(std::move(input));
+    s->batch_bytes += size;
+    // Out at once when nothing else of the stream is in flight (no wait
+    // for company), or when full; otherwise when the work ahead completes.
+    if (s->dispatched == 0 || s->batch.size() >= options_.batch_messages ||
+        s->batch_bytes >= options_.batch_bytes * options_.batch_messages)
+      dispatch_locked(lock, s);
+    return Submitted::accepted;
+  }
+  dispatch_locked(lock, s);  // keep the queue in stream order
+  Job job;
+  job.stream = s;
+  job.first_seq = seq;
+  job.inputs.push_back(std::move(input));
+  ++s->dispatched;
+  jobs_.push_back(std::move(job));
+  lock.unlock();
+  work_cv_.notify_one();
+  return Submitted::accepted;
+}
+
+void RecodeEngine::dispatch_locked(std::unique_lock<std::mutex>&, const std::shared_ptr<Stream>& s) {
+  if (s->batch.empty()) return;
+  Job job;
+  job.stream = s;
+  job.first_seq = s->batch_first;
+  job.inputs = std::move(s->batch);
+  s->batch.clear();
+  s->batch_bytes = 0;
+  s->dispatched += job.inputs.size();
+  jobs_.push_back(std::move(job));
+  work_cv_.notify_one();
+}
+
+void RecodeEngine::flush(StreamId id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  auto s = it->second;
+  dispatch_locked(lock, s);
+}
+
+void RecodeEngine::worker_loop() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      if (stopping_) return;
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    std::vector<Output> outputs;
+    outputs.reserve(job.inputs.size());
+    for (std::size_t i = 0; i < job.inputs.size(); ++i) {
+      if (job.stream->cancelled) break;
+      outputs.push_back(run_one(*job.stream, job.first_seq + i, job.inputs[i]));
+    }
+    // Messages skipped because of a cancel count as complete too.
+    while (outputs.size() < job.inputs.size()) {
+      Output o;
+      o.seq = job.first_seq + outputs.size();
+      o.frames = make_error(Errc::internal, "stream cancelled");
+      outputs.push_back(std::move(o));
+    }
+    job.inputs.clear();
+    complete(job.stream, std::move(outputs));
+  }
+}
+
+RecodeEngine::Output RecodeEngine::run_one(const Stream& s, std::uint64_t seq, Input& input) const {
+  Output out;
+  out.stream = s.id;
+  out.tag = input.tag;
+  out.seq = seq;
+  out.wire_size = input.wire_size;
+  const TranscodeOptions& topt = s.options.transcode;
+  if (!needs_recode(input.frames, topt)) {
+    // Forwarded as it is, but frame 0 is still read under the limits: a
+    // message the full path would refuse is refused here too.
+    if (!input.frames.empty()) {
+      const std::uint64_t at = input.offset + prelude_size(input.frames.size());
+      if (auto v = msgpack::decode_all(input.frames[0].span(), topt.limits, at); !v) {
+        out.frames = std::move(v).error().add_context("frame 0");
+        return out;
+      }
+    }
+    for (const Bytes& f : input.frames) out.report.bytes_in += f.size();
+    out.report.bytes_out = out.report.bytes_in;
+    out.passed_through = true;
+    out.frames = std::move(input.frames);
+    return out;
+  }
+  auto offsets = frame_offsets_for(input.offset, input.frames);
+  auto parsed = parse_message(std::move(input.frames), topt.limits, offsets);
+  if (!parsed) {
+    out.frames = std::move(parsed).error();
+    return out;
+  }
+  out.frames = transcode_message(*parsed, topt, out.report);
+  return out;
+}
+
+void RecodeEngine::complete(const std::shared_ptr<Stream>& s, std::vector<Output> outputs) {
+  std::unique_lock<std::mutex> lock(mu_);
+  s->dispatched -= outputs.size();
+  if (s->cancelled) {
+    done_cv_.notify_all();
+    return;
+  }
+  for (Output& o : outputs) {
+    const std::uint64_t at = o.seq - s->next_out;
+    if (s->done.size() <= at) s->done.resize(at + 1);
+    s->done[at] = std::move(o);
+  }
+  // The work ahead is done: a batch waiting for it goes now.
+  if (s->dispatched == 0) dispatch_locked(lock, s);
+  deliver_ready(lock, s);
+}
+
+void RecodeEngine::release_locked(std::uint64_t bytes) {
+  inflight_ -= std::min(inflight_, bytes);
+  room_cv_.notify_all();
+}
+
+void RecodeEngine::deliver_ready(std::unique_lock<std::mutex>& lock, const std::shared_ptr<Stream>& s) {
+  if (s->delivering) return;  // the thread delivering now picks these up too
+  s->delivering = true;
+  for (;;) {
+    std::vector<Output> ready;
+    std::uint64_t bytes = 0;
+    while (!s->done.empty() && s->done.front()) {
+      ready.push_back(std::move(*s->done.front()));
+      s->done.pop_front();
+      bytes += s->sizes.front();
+      s->sizes.pop_front();
+      ++s->next_out;
+    }
+    if (ready.empty()) break;
+    if (!s->deliver) {
+      // Their bytes are released when poll() hands them out.
+      for (Output& o : ready) polled_.push_back(std::move(o));
+      if (!event_armed_) {
+        const std::uint64_t one = 1;
+        if (::write(event_fd_, &one, sizeof one) == sizeof one) event_armed_ = true;
+      }
+      continue;
+    }
+    lock.unlock();
+    for (Output& o : ready) s->deliver(std::move(o));
+    lock.lock();
+    release_locked(bytes);
+    if (s->cancelled) break;
+  }
+  s->delivering = false;
+  done_cv_.notify_all();
+}
+
+std::size_t RecodeEngine::poll(const Deliver& fn, std::size_t max) {
+  std::vector<Output> out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!polled_.empty() && out.size() < max) {
+      out.push_back(std::move(polled_.front()));
+      polled_.pop_front();
+    }
+    if (polled_.empty() && event_armed_) {
+      std::uint64_t count = 0;
+      if (::read(event_fd_, &count, sizeof count) == sizeof count || errno == EAGAIN) event_armed_ = false;
+    }
+  }
+  for (Output& o : out) {
+    const std::uint64_t bytes = o.wire_size;
+    fn(std::move(o));
+    std::lock_guard<std::mutex> lock(mu_);
+    release_locked(bytes);
+  }
+  return out.size();
+}
+
+void RecodeEngine::cancel(StreamId id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  std::shared_ptr<Stream> s = it->second;
+  s->cancelled = true;
+  // Queued jobs of the stream go; running ones finish and are dropped.
+  for (auto j = jobs_.begin(); j != jobs_.end();) {
+    if (j->stream == s) {
+      s->dispatched -= j->inputs.size();
+      j = jobs_.erase(j);
+    } else {
+      ++j;
+    }
+  }
+  std::uint64_t bytes = 0;
+  for (std::uint64_t b : s->sizes) bytes += b;
+  s->sizes.clear();
+  s->done.clear();
+  s->batch.clear();
+  // Outputs already queued for poll() go too.
+  for (auto o = polled_.begin(); o != polled_.end();) {
+    if (o->stream == id) {
+      bytes += o->wire_size;
+      o = polled_.erase(o);
+    } else {
+      ++o;
+    }
+  }
+  release_locked(bytes);
+  done_cv_.wait(lock, [&] { return s->dispatched == 0 && !s->delivering; });
+  streams_.erase(id);
+}
+
+void RecodeEngine::finish(StreamId id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  std::shared_ptr<Stream> s = it->second;
+  dispatch_locked(lock, s);
+  done_cv_.wait(lock, [&] { return s->cancelled || (s->next_out == s->next_seq && !s->delivering); });
+  streams_.erase(id);
+}
+
+Result<TranscodeReport> transcode_stream(const InputFn& next, const OutputFn& write,
+                                         const TranscodeOptions& options, const EngineOptions& engine_options) {
+  RecodeEngine engine(engine_options);
+  std::mutex mu;
+  std::optional<Error> failed;
+  TranscodeReport total;
+  RecodeEngine::StreamOptions so;
+  so.transcode = options;
+  // Deliveries of one stream never overlap: `failed` and `total` are only
+  // written here, and read under `mu` by the reading thread.
+  const auto stream = engine.open_stream(so, [&](RecodeEngine::Output&& out) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (failed) return;
+    }
+    Status st;
+    if (!out.frames)
+      st = std::move(out.frames).error().add_context("message " + std::to_string(out.seq));
+    else
+      st = write(out.tag, *out.frames);
+    std::lock_guard<std::mutex> lock(mu);
+    if (!st)
+      failed = std::move(st).error();
+    else
+      total += out.report;
+  });
+  auto has_failed = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return failed.has_value();
+  };
+  for (;;) {
+    if (has_failed()) break;
+    auto m = next();
+    if (!m) {
+      engine.cancel(stream);
+      return std::move(m).error();
+    }
+    if (!*m) break;
+    if (!engine.submit(stream, std::move(**m))) break;
+  }
+  if (has_failed())
+    engine.cancel(stream);
+  else
+    engine.finish(stream);
+  std::lock_guard<std::mutex> lock(mu);
+  if (failed) return *failed;
+  return total;
+}
+
+}  // namespace daskcaps

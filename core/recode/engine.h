@@ -1,0 +1,193 @@
+// RecodeEngine: one persistent pool of workers that recodes the messages of
+// any number of streams (core/recode/transcode.h does one message), for a
+// file (`transcode`) and for live connections (`bridge`) alike.
+//
+// Contract:
+//   - A stream is opened with its TranscodeOptions. Its messages come back
+//     in the order they were submitted, whatever order the workers finish
+//     them in; streams are independent of each other.
+//   - Delivery is either a callback per stream (called in order, never
+//     concurrently for one stream, on a worker thread or on the thread that
+//     submitted or flushed), or, for a stream without one, a queue that the
+//     owner drains with poll(); event_fd() becomes readable when it holds
+//     outputs, for an event loop.
+//   - Work in flight is bounded in bytes: the wire bytes of messages
+//     submitted and not yet delivered, across all streams, stay within
+//     EngineOptions::max_inflight_bytes, except that one message is always
+//     accepted when nothing is in flight (so no message is too large to
+//     pass). submit() waits for room; try_submit() answers `full` instead,
+//     for a loop that then stops reading that input (back-pressure) until
+//     poll() or a delivery frees room.
+//   - Small messages cost microseconds, not a thread hand-off: up to
+//     inline_bytes they are recoded on the submitting thread when the stream
+//     asks for it (a live connection, where latency matters); otherwise
+//     messages up to batch_bytes are collected into batches of up to
+//     batch_messages, which a worker recodes together. A batch goes out when
+//     it is full, at flush(), or when the stream has nothing else in flight.
+//   - Messages that need no change are recognised from frame 0 alone
+//     (needs_recode() below) and come back with their frames untouched;
+//     frame 0 is still decoded under the stream's limits (not re-encoded),
+//     so a message the full path would refuse is refused here too.
+//   - A message that fails to recode comes back as an error in its place;
+//     the stream goes on, the other streams are not disturbed. cancel()
+//     drops a stream's queued work and undelivered outputs; once it
+//     returns, nothing more of that stream is delivered.
+//   - Large frames use every core: zstd compresses them with
+//     EngineOptions::threads workers of its own (ZSTD_c_nbWorkers).
+//
+// Thread safety: every member function may be called from any thread,
+// except that a delivery callback must not call cancel() or drain() on its
+// own stream.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/base/bytes.h"
+#include "core/base/page_buffer.h"
+#include "core/base/result.h"
+#include "core/recode/transcode.h"
+
+namespace daskcaps {
+
+struct EngineOptions {
+  /// Worker threads; 0: one per core.
+  unsigned threads = 0;
+  /// Wire bytes submitted and not yet delivered, across all streams.
+  std::uint64_t max_inflight_bytes = std::uint64_t{64} << 20;
+  /// Messages up to this size form batches (0: never batch).
+  std::uint64_t batch_bytes = std::uint64_t{64} << 10;
+  /// Messages per batch at most.
+  std::size_t batch_messages = 64;
+};
+
+/// False when `frame0` (and the message's frame count) show that recoding
+/// with `options` cannot change the message: it holds no __Serialized__ or
+/// __Pickled__ object and is not a handshake. Reads only frame 0's bytes,
+/// without decoding it.
+bool needs_recode(std::span<const Bytes> frames, const TranscodeOptions& options);
+
+class RecodeEngine {
+ public:
+  using StreamId = std::uint64_t;
+
+  /// One message to recode.
+  struct Input {
+    std::uint64_t tag = 0;      // the caller's, given back with the output
+    std::uint64_t offset = 0;   // input offset of the message (error offsets)
+    std::uint64_t wire_size = 0;  // its size on the wire (the byte bound); 0: computed
+    std::vector<Bytes> frames;
+    std::shared_ptr<PageBuffer> storage;  // the buffer it was read into, if its own
+  };
+
+  /// One message recoded (or its error), in submission order.
+  struct Output {
+    StreamId stream = 0;
+    std::uint64_t tag = 0;
+    std::uint64_t seq = 0;          // its position in the stream, from 0
+    std::uint64_t wire_size = 0;    // the input's wire size
+    Result<std::vector<Bytes>> frames{std::vector<Bytes>{}};
+    TranscodeReport report;
+    bool passed_through = false;    // frames untouched (needs_recode() was false)
+  };
+  using Deliver = std::function<void(Output&&)>;
+
+  struct StreamOptions {
+    TranscodeOptions transcode;
+    /// Messages up to this size are recoded on the submitting thread (0:
+    /// never). For live connections: no hand-off for a small message.
+    std::uint64_t inline_bytes = 0;
+  };
+
+  explicit RecodeEngine(const EngineOptions& options = {});
+  ~RecodeEngine();
+  RecodeEngine(const RecodeEngine&) = delete;
+  RecodeEngine& operator=(const RecodeEngine&) = delete;
+
+  /// A new stream. With `deliver`, outputs go to it; without, to poll().
+  StreamId open_stream(const StreamOptions& options, Deliver deliver = {});
+
+  enum class Submitted : std::uint8_t { accepted, full, closed };
+  /// Queues a message without waiting: `full` when the byte bound has no
+  /// room (nothing is queued and `input` is left as it was: try again after
+  /// a delivery), `closed` for a cancelled or unknown stream. `input` is
+  /// moved from only when accepted.
+  Submitted try_submit(StreamId stream, Input& input);
+  /// Queues a message, waiting while the byte bound is full. False for a
+  /// cancelled or unknown stream.
+  bool submit(StreamId stream, Input input);
+  /// Sends the stream's open batch to the workers now.
+  void flush(StreamId stream);
+
+  /// Drops the stream's queued work and undelivered outputs and forgets it;
+  /// work already running finishes and is discarded. No delivery of this
+  /// stream happens after it returns.
+  void cancel(StreamId stream);
+  /// Flushes, waits until every message submitted to the stream has been
+  /// delivered (callback streams) or queued for poll(), then forgets it.
+  void finish(StreamId stream);
+
+  /// Readable while outputs wait for poll() (an eventfd; the engine owns it).
+  int event_fd() const { return event_fd_; }
+  /// Hands out up to `max` queued outputs (streams without a callback), in
+  /// order per stream; returns how many.
+  std::size_t poll(const Deliver& fn, std::size_t max = SIZE_MAX);
+
+  /// Wire bytes submitted and not yet delivered.
+  std::uint64_t inflight_bytes() const;
+  unsigned threads() const { return static_cast<unsigned>(workers_.size()); }
+
+ private:
+  struct Stream;
+  struct Job {
+    std::shared_ptr<Stream> stream;
+    std::uint64_t first_seq = 0;
+    std::vector<Input> inputs;  // consecutive messages of the stream
+  };
+
+  void worker_loop();
+  Output run_one(const Stream& stream, std::uint64_t seq, Input& input) const;
+  void dispatch_locked(std::unique_lock<std::mutex>& lock, const std::shared_ptr<Stream>& s);
+  void complete(const std::shared_ptr<Stream>& s, std::vector<Output> outputs);
+  void deliver_ready(std::unique_lock<std::mutex>& lock, const std::shared_ptr<Stream>& s);
+  void release_locked(std::uint64_t bytes);
+  Submitted enqueue(StreamId id, Input& input, bool wait);
+
+  EngineOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;   // workers wait for jobs
+  std::condition_variable room_cv_;   // submit() waits for byte room
+  std::condition_variable done_cv_;   // finish()/cancel() wait for deliveries
+  std::deque<Job> jobs_;
+  std::unordered_map<StreamId, std::shared_ptr<Stream>> streams_;
+  std::deque<Output> polled_;         // in order per stream, for poll()
+  StreamId next_id_ = 1;
+  std::uint64_t inflight_ = 0;
+  bool stopping_ = false;
+  int event_fd_ = -1;
+  bool event_armed_ = false;          // the eventfd holds a count not yet read
+  std::vector<std::thread> workers_;
+};
+
+/// The driver of `transcode`: reads messages from `next` (nullopt at the
+/// end) on this thread, recodes them on an engine of its own, and hands each
+/// result to `write` in order (on whichever thread delivers it, one call at a
+/// time). Memory stays within the engine's byte bound plus the message being
+/// read. Stops at the first error (reader, recode or writer) and returns it;
+/// a recode error gets the context "message <i>", i counting the messages
+/// `next` gave from 0.
+using InputFn = std::function<Result<std::optional<RecodeEngine::Input>>()>;
+using OutputFn = std::function<Status(std::uint64_t tag, std::span<const Bytes> frames)>;
+Result<TranscodeReport> transcode_stream(const InputFn& next, const OutputFn& write,
+                                         const TranscodeOptions& options, const EngineOptions& engine = {});
+
+}  // namespace daskcaps

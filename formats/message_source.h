@@ -1,0 +1,91 @@
+// MessageSource: one way to open an input and read its Dask messages,
+// whatever the file is.
+//
+//   auto src = MessageSource::open("dump.pcap", limits, {});
+//   if (!src) return src.error();            // io, bad_magic, bad header
+//   while (true) {
+//     auto m = (*src)->next();                // Result<optional<SourceMessage>>
+//     if (!m) return m.error();              // bad input: the offset says where
+//     if (!*m) break;                        // end of input
+//     use(**m);                              // index, offset, frames, connection, ...
+//   }
+//   (*src)->format();  (*src)->connections();  (*src)->warnings();
+//
+// The file is sniffed once, from its first bytes:
+//   pcap    libpcap magic (either byte order, micro- or nanosecond)
+//   pcapng  a section header block
+//   raw     the bytes one side of a Dask comm wrote (formats/raw_stream.h):
+//           the first 16 bytes must be a plausible message prelude
+// anything else is Errc::bad_magic at offset 0, naming what was expected.
+// An empty file is a raw stream with no messages. Standard input ("-") is
+// read as a raw stream.
+//
+// Every source yields the same message type. For a capture, messages come in
+// capture order across connections (formats/capture.h) with their connection
+// and direction; a raw stream has neither.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/base/bytes.h"
+#include "core/base/limits.h"
+#include "core/base/page_buffer.h"
+#include "core/base/result.h"
+#include "formats/capture.h"
+
+namespace daskcaps::formats {
+
+enum class InputFormat : std::uint8_t { raw, pcap, pcapng };
+
+/// "raw", "pcap", "pcapng".
+std::string_view to_string(InputFormat format);
+
+/// One message of any input.
+struct SourceMessage {
+  std::size_t index = 0;        // position in the input, from 0
+  std::uint64_t offset = 0;     // raw: file offset of its L field; capture: offset in its direction's stream
+  std::uint64_t wire_size = 0;  // bytes it occupied
+  std::uint64_t skipped_before = 0;  // capture: bytes in no message right before it
+  bool short_length = false;    // L stopped at a frame boundary (2023.11+ writer)
+  // Captures only.
+  std::optional<std::size_t> connection;
+  std::optional<Direction> direction;
+  std::optional<double> timestamp;  // capture time of the packet that completed it
+  /// The first message of its stream (a raw file's first; a capture
+  /// direction's first, captured from its SYN): the Dask handshake (spec §2).
+  bool at_stream_start = false;
+  std::vector<Bytes> frames;
+  /// The buffer a large message was read into (core/wire/assembler.h).
+  std::shared_ptr<PageBuffer> storage;
+};
+
+struct SourceOptions {
+  /// For captures: ports, the connection and direction wanted, windows.
+  CaptureOptions capture;
+};
+
+class MessageSource {
+ public:
+  /// Opens and sniffs `path` ("-": standard input, a raw stream).
+  static Result<std::unique_ptr<MessageSource>> open(const std::string& path, const Limits& limits,
+                                                     const SourceOptions& options = {});
+  virtual ~MessageSource() = default;
+
+  /// The next message, nullopt at the end, or an error with its offset.
+  /// After an error every call returns an error.
+  virtual Result<std::optional<SourceMessage>> next() = 0;
+
+  virtual InputFormat format() const = 0;
+  bool is_capture() const { return format() != InputFormat::raw; }
+  /// The connections seen (captures; all of them once next() gave nullopt);
+  /// empty for a raw stream.
+  virtual const std::vector<ConnectionInfo>& connections() const;
+  /// Recoverable problems met so far (captures), one line each.
+  virtual std::vector<std::string> warnings() const { return {}; }
+};
+
+}  // namespace daskcaps::formats

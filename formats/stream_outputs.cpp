@@ -1,0 +1,142 @@
+#include "formats/stream_outputs.h"
+
+#include <sys/stat.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+
+#include "core/wire/frames.h"
+
+namespace daskcaps::formats {
+
+namespace {
+// Pieces smaller than this are gathered before a write; larger frames are
+// written straight from where they are.
+constexpr std::size_t kWriteBufferBytes = std::size_t{256} << 10;
+
+std::string safe_name(std::string s) {
+  for (char& c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-')) c = '_';
+  return s;
+}
+}  // namespace
+
+struct StreamOutputs::File {
+  std::unique_ptr<AtomicFile> file;
+  OutputFile info;
+  Buffer pending;  // bytes not yet written
+
+  Status flush() {
+    if (pending.empty()) return {};
+    auto st = file->write(pending);
+    pending.clear();
+    return st;
+  }
+  Status put(ByteSpan bytes) {
+    if (bytes.size() >= kWriteBufferBytes / 4) {
+      if (auto st = flush(); !st) return st;
+      return file->write(bytes);
+    }
+    if (pending.size() + bytes.size() > kWriteBufferBytes) {
+      if (auto st = flush(); !st) return st;
+    }
+    pending.insert(pending.end(), bytes.begin(), bytes.end());
+    return {};
+  }
+};
+
+StreamOutputs::StreamOutputs(std::string path, bool split, std::function<void(const std::string&)> on_temp)
+    : path_(std::move(path)), split_(split), on_temp_(std::move(on_temp)) {}
+
+StreamOutputs::~StreamOutputs() = default;
+
+Result<std::unique_ptr<StreamOutputs>> StreamOutputs::create(const std::string& path, bool split,
+                                                             std::function<void(const std::string&)> on_temp) {
+  std::unique_ptr<StreamOutputs> out(new StreamOutputs(path, split, std::move(on_temp)));
+  if (split) {
+    if (::mkdir(path.c_str(), 0777) != 0 && errno != EEXIST)
+      return make_error(Errc::io, std::strerror(errno)).add_context(path);
+  } else {
+    auto slot = out->open_file(path, std::nullopt, std::nullopt);
+    if (!slot) return std::move(slot).error();
+  }
+  return out;
+}
+
+Result<StreamOutputs::Slot> StreamOutputs::open_file(std::string path, std::optional<std::size_t> connection,
+                                                     std::optional<Direction> direction) {
+  auto f = AtomicFile::create(path);
+  if (!f) return std::move(f).error();
+  if (on_temp_) on_temp_((*f)->temp_path());
+  auto file = std::make_unique<File>();
+  file->info.path = (*f)->path();
+  file->info.connection = connection;
+  file->info.direction = direction;
+  file->file = std::move(*f);
+  std::lock_guard<std::mutex> lock(mu_);
+  files_.push_back(std::move(file));
+  return files_.size() - 1;
+}
+
+Result<StreamOutputs::Slot> StreamOutputs::route(const SourceMessage& message,
+                                                 const std::vector<ConnectionInfo>& connections) {
+  if (!split_ || !message.connection) return Slot{0};
+  const std::size_t conn = *message.connection;
+  const Direction dir = message.direction.value_or(Direction::client_to_server);
+  const std::pair<std::size_t, int> key{conn, static_cast<int>(dir)};
+  if (auto it = keys_.find(key); it != keys_.end()) return it->second;
+  std::string name = "conn" + std::to_string(conn);
+  if (conn < connections.size()) {
+    const ConnectionInfo& c = connections[conn];
+    name += dir == Direction::client_to_server ? "-" + safe_name(c.client) + "-to-" + safe_name(c.server)
+                                               : "-" + safe_name(c.server) + "-to-" + safe_name(c.client);
+  }
+  auto slot = open_file(path_ + "/" + name + ".stream", conn, dir);
+  if (!slot) return std::move(slot).error();
+  keys_.emplace(key, *slot);
+  return *slot;
+}
+
+Status StreamOutputs::write(Slot slot, std::span<const Bytes> frames) {
+  File* f = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (slot >= files_.size()) return make_error(Errc::internal, "no output file " + std::to_string(slot));
+    f = files_[slot].get();
+  }
+  std::vector<std::uint64_t> lengths;
+  lengths.reserve(frames.size());
+  for (const Bytes& b : frames) lengths.push_back(b.size());
+  const Buffer prelude = encode_prelude(lengths);
+  if (auto st = f->put(prelude); !st) return st;
+  for (const Bytes& b : frames)
+    if (auto st = f->put(b.span()); !st) return st;
+  ++f->info.messages;
+  f->info.bytes += message_wire_size(frames);
+  return {};
+}
+
+Status StreamOutputs::commit() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& f : files_) {
+    if (auto st = f->flush(); !st) return st;
+    if (auto st = f->file->commit(); !st) return st;
+  }
+  return {};
+}
+
+void StreamOutputs::abort() {
+  std::lock_guard<std::mutex> lock(mu_);
+  files_.clear();  // an AtomicFile not committed removes its temporary file
+  keys_.clear();
+}
+
+std::vector<OutputFile> StreamOutputs::files() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<OutputFile> out;
+  for (const auto& f : files_) out.push_back(f->info);
+  return out;
+}
+
+}  // namespace daskcaps::formats

@@ -1,0 +1,85 @@
+// StreamOutputs: where recoded messages are written as raw streams
+// (formats/raw_stream.h), each output file atomically (core/base/atomic_file.h).
+//
+// Two layouts:
+//   single   every message goes to one file, `path` (a raw input, or one
+//            connection and direction of a capture);
+//   split    `path` is a directory (created if missing) that gets one file
+//            per connection and direction of a capture, named
+//            conn<N>-<client>-to-<sender's peer>.stream after the sender,
+//            e.g. conn0-127.0.0.1_53012-to-127.0.0.1_8786.stream.
+//
+// A message is routed when it is read (route(): it names its file while
+// the capture's connection list is at hand) and written later, in order per
+// file (write()), possibly from another thread. Writes are buffered: small
+// messages cost no system call each; large frames go to the file directly.
+// Nothing appears under its final name before commit(); a run that fails
+// (or abort()) leaves no output file behind.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/base/atomic_file.h"
+#include "core/base/bytes.h"
+#include "core/base/result.h"
+#include "formats/message_source.h"
+
+namespace daskcaps::formats {
+
+/// One output file, for reports.
+struct OutputFile {
+  std::string path;
+  std::optional<std::size_t> connection;  // split layout
+  std::optional<Direction> direction;
+  std::size_t messages = 0;
+  std::uint64_t bytes = 0;
+};
+
+class StreamOutputs {
+ public:
+  using Slot = std::size_t;
+
+  /// Single layout when `split` is false (the file is created at once, so
+  /// it exists even when no message reaches it), else split under the
+  /// directory `path`. `on_temp` is told every temporary file created (for
+  /// cleanup on a signal).
+  static Result<std::unique_ptr<StreamOutputs>> create(const std::string& path, bool split,
+                                                       std::function<void(const std::string&)> on_temp = {});
+  ~StreamOutputs();
+
+  /// The file `message` goes to, creating it on first use; `connections`
+  /// names a capture's connections. Call on the reading thread.
+  Result<Slot> route(const SourceMessage& message, const std::vector<ConnectionInfo>& connections);
+  /// Appends one message (prelude with the full L, then its frames) to a
+  /// slot's file. Calls for one slot must come in order, one at a time.
+  Status write(Slot slot, std::span<const Bytes> frames);
+  /// Flushes and renames every file into place.
+  Status commit();
+  /// Removes every temporary file.
+  void abort();
+
+  std::vector<OutputFile> files() const;
+
+ private:
+  struct File;
+  StreamOutputs(std::string path, bool split, std::function<void(const std::string&)> on_temp);
+  Result<Slot> open_file(std::string path, std::optional<std::size_t> connection,
+                         std::optional<Direction> direction);
+
+  std::string path_;
+  bool split_;
+  std::function<void(const std::string&)> on_temp_;
+  mutable std::mutex mu_;                     // guards files_ (not the files' contents)
+  std::vector<std::unique_ptr<File>> files_;  // stable addresses
+  std::map<std::pair<std::size_t, int>, Slot> keys_;  // (connection, direction) -> slot
+};
+
+}  // namespace daskcaps::formats
