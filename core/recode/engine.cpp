@@ -230,7 +230,7 @@ RecodeEngine::Output RecodeEngine::run_one(const Stream& s, std::uint64_t seq, I
     out.frames = std::move(parsed).error();
     return out;
   }
-  out.frames = transcode_message(*parsed, topt, out.report);
+  out.frames = transcode_message(std::move(*parsed), topt, out.report);
   return out;
 }
 

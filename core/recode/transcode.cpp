@@ -1,6 +1,8 @@
 #include "core/recode/transcode.h"
 
 #include <algorithm>
+#include <string>
+#include <unordered_map>
 
 #include "core/recode/gpu_layout.h"
 #include "core/wire/handshake.h"
@@ -24,6 +26,43 @@ namespace {
 
 using msgpack::Value;
 
+// Recoded small pickles without buffers, by their bytes, the options and the
+// pickle limits; one per thread, emptied when full. The pickle engine's
+// output depends only on these.
+class PickleCache {
+ public:
+  static constexpr std::size_t kMaxPickleBytes = 4096;
+  static constexpr std::size_t kMaxEntries = 1024;
+
+  const Buffer* find(ByteSpan pickled, const pickle::RecodeOptions& ro, const Limits& limits) {
+    key_of(pickled, ro, limits);
+    auto it = entries_.find(key_);
+    return it == entries_.end() ? nullptr : &it->second;
+  }
+  void put(ByteSpan pickled, const pickle::RecodeOptions& ro, const Limits& limits, const Buffer& out) {
+    if (entries_.size() >= kMaxEntries) entries_.clear();
+    key_of(pickled, ro, limits);
+    entries_.emplace(key_, out);
+  }
+
+ private:
+  void key_of(ByteSpan pickled, const pickle::RecodeOptions& ro, const Limits& limits) {
+    key_.assign(as_chars(pickled));
+    key_.push_back(static_cast<char>(ro.target_protocol));
+    key_.push_back(ro.inline_buffers ? 1 : 0);
+    const std::uint64_t bounds[] = {limits.max_pickle_depth, limits.max_pickle_memo, limits.max_pickle_stack,
+                                    limits.max_pickle_output_bytes};
+    key_.append(reinterpret_cast<const char*>(bounds), sizeof bounds);
+  }
+  std::unordered_map<std::string, Buffer> entries_;
+  std::string key_;
+};
+
+PickleCache& pickle_cache() {
+  thread_local PickleCache cache;
+  return cache;
+}
+
 Result<ClassRef> read_class(ByteSpan type_serialized) {
   auto ref = pickle::class_reference(type_serialized);
   if (!ref) return std::move(ref).error();
@@ -34,20 +73,31 @@ class ObjectRecoder {
  public:
   ObjectRecoder(const TranscodeOptions& opt, TranscodeReport& rep) : opt_(opt), rep_(rep) {}
 
-  Result<SubObject> recode(const Message& message, const SubObject& in) {
-    if (in.kind == Placeholder::pickled) return recode_pickled(in);
-    return recode_serialized(message, in);
+  Status recode(const Message& message, SubObject& obj) {
+    if (obj.kind == Placeholder::pickled) return recode_pickled(obj);
+    return recode_serialized(message, obj);
   }
 
  private:
   // A pickle without out-of-band buffers, re-emitted at the target protocol.
+  // The same small pickles (a class reference in every type-serialized
+  // header) come again and again: their recoding is remembered per thread.
   Result<Buffer> recode_plain(ByteSpan pickled, const char* what) {
     pickle::RecodeOptions ro;
     ro.target_protocol = *opt_.pickle_protocol;
     ro.inline_buffers = opt_.inline_buffers;
+    PickleCache& cache = pickle_cache();
+    const bool cacheable = pickled.size() <= PickleCache::kMaxPickleBytes;
+    if (cacheable) {
+      if (const Buffer* hit = cache.find(pickled, ro, opt_.limits)) {
+        ++rep_.pickles_recoded;
+        return *hit;
+      }
+    }
     auto r = pickle::recode(pickled, {}, ro, opt_.limits);
     if (!r) return rebase_error(std::move(r).error(), kNoOffset).add_context(what);
     ++rep_.pickles_recoded;
+    if (cacheable) cache.put(pickled, ro, opt_.limits, r->pickle);
     return std::move(r->pickle);
   }
 
@@ -151,8 +201,7 @@ class ObjectRecoder {
     return Codec::none;
   }
 
-  Result<SubObject> recode_serialized(const Message& message, const SubObject& in) {
-    SubObject obj = in;
+  Status recode_serialized(const Message& message, SubObject& obj) {
     auto codecs = frame_compression(obj);
     if (!codecs) return std::move(codecs).error();
 
@@ -198,13 +247,10 @@ class ObjectRecoder {
     if (frames_changed) {
       auto codec = opt_.codec ? Result<Codec>(*opt_.codec) : object_codec(*codecs);
       if (!codec) return std::move(codec).error();
-      if (auto st = resplit(obj, merged, *codec); !st) return std::move(st).error();
-      return obj;
+      return resplit(obj, merged, *codec);
     }
-    if (opt_.codec) {
-      if (auto st = recompress(obj, *codecs, *opt_.codec); !st) return std::move(st).error();
-    }
-    return obj;
+    if (opt_.codec) return recompress(obj, *codecs, *opt_.codec);
+    return {};
   }
 
   // Collection elements whose frames hold pickles (frame-lengths slices).
@@ -308,10 +354,9 @@ class ObjectRecoder {
     return {};
   }
 
-  Result<SubObject> recode_pickled(const SubObject& in) {
-    SubObject obj = in;
+  Status recode_pickled(SubObject& obj) {
     const bool recode_pickle = opt_.pickle_protocol.has_value();
-    if (!recode_pickle && !opt_.codec) return obj;
+    if (!recode_pickle && !opt_.codec) return {};
     auto raw = decompressed_frames(obj, opt_.limits);
     if (!raw) return std::move(raw).error();
     std::vector<Bytes> frames = std::move(*raw);
@@ -334,7 +379,7 @@ class ObjectRecoder {
     obj.frames = std::move(frames);
     std::vector<CompressionValue> none(obj.frames.size(), CompressionValue::nil());
     set_frame_compression(obj, none);
-    return obj;
+    return {};
   }
 
   const TranscodeOptions& opt_;
@@ -354,27 +399,29 @@ msgpack::Value rewrite_handshake(const msgpack::Value& root, const TranscodeOpti
 
 }  // namespace
 
-Result<std::vector<Bytes>> transcode_message(const Message& message, const TranscodeOptions& options,
+Result<std::vector<Bytes>> transcode_message(Message&& message, const TranscodeOptions& options,
                                              TranscodeReport& report) {
   for (const Bytes& f : message.original_frames) report.bytes_in += f.size();
   if (options.is_identity()) {
     for (const Bytes& f : message.original_frames) report.bytes_out += f.size();
-    return message.original_frames;
+    return std::move(message.original_frames);
   }
-  Message out;
-  out.root = message.is_handshake() ? rewrite_handshake(message.root, options) : message.root;
-  out.loose_frames = message.loose_frames;
-  out.original_frames = message.original_frames;
+  const bool handshake = message.is_handshake();
+  if (handshake) message.root = rewrite_handshake(message.root, options);
   ObjectRecoder recoder(options, report);
-  for (const SubObject& obj : message.objects) {
-    auto r = recoder.recode(message, obj);
-    if (!r) return std::move(r).error().add_context(obj.path);
-    out.objects.push_back(std::move(*r));
+  for (SubObject& obj : message.objects) {
+    if (auto st = recoder.recode(message, obj); !st) return std::move(st).error().add_context(obj.path);
   }
-  auto frames = assemble_message(out);
+  auto frames = assemble_message(message, /*root_unchanged=*/!handshake);
   if (!frames) return frames;
   for (const Bytes& f : *frames) report.bytes_out += f.size();
   return frames;
+}
+
+Result<std::vector<Bytes>> transcode_message(const Message& message, const TranscodeOptions& options,
+                                             TranscodeReport& report) {
+  Message copy = message;
+  return transcode_message(std::move(copy), options, report);
 }
 
 }  // namespace daskcaps

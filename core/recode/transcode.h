@@ -70,6 +70,9 @@ struct TranscodeReport {
 /// what cannot be expressed, codec/pickle errors for bad input.
 Result<std::vector<Bytes>> transcode_message(const Message& message, const TranscodeOptions& options,
                                              TranscodeReport& report);
+/// The same, recoding the message's objects in place (no copy of it).
+Result<std::vector<Bytes>> transcode_message(Message&& message, const TranscodeOptions& options,
+                                             TranscodeReport& report);
 
 // The streaming driver over many messages is core/recode/engine.h.
 

@@ -61,26 +61,54 @@ std::string key_repr(const msgpack::Value& key) {
   return msgpack::repr(key, 40);
 }
 
-// Depth is bounded by the msgpack decoder's limit, so recursion is safe.
-void find_placeholders(const msgpack::Value& v, const std::string& path, std::vector<Found>& out) {
+// Where the walk is: a map key, or an array index (key == nullptr).
+struct PathStep {
+  const msgpack::Value* key;
+  std::size_t index;
+};
+
+// "tasks['x'][1]": the steps as the path of a placeholder is shown.
+std::string path_text(const std::vector<PathStep>& steps) {
+  if (steps.empty()) return "<root>";
+  std::string out;
+  for (const PathStep& s : steps) {
+    if (s.key == nullptr)
+      out += "[" + std::to_string(s.index) + "]";
+    else if (out.empty())
+      out = key_repr(*s.key);
+    else
+      out += "[" + msgpack::repr(*s.key, 40) + "]";
+  }
+  return out;
+}
+
+// Depth is bounded by the msgpack decoder's limit, so recursion is safe. The
+// path is written out only for the placeholders found.
+void find_placeholders(const msgpack::Value& v, std::vector<PathStep>& path, std::vector<Found>& out) {
   if (v.is_map()) {
     for (Placeholder p : {Placeholder::serialized, Placeholder::pickled}) {
       const msgpack::Value* idx = v.find(placeholder_key(p));
       if (idx == nullptr) continue;
       auto k = idx->to_uint64();
       if (k && *k > 0) {
-        out.push_back({p, *k, path.empty() ? "<root>" : path});
+        out.push_back({p, *k, path_text(path)});
         return;
       }
     }
     for (const auto& [key, val] : v.as_map()) {
-      const std::string sub = path.empty() ? key_repr(key) : path + "[" + msgpack::repr(key, 40) + "]";
-      find_placeholders(val, sub, out);
+      if (!val.is_map() && !val.is_array()) continue;
+      path.push_back({&key, 0});
+      find_placeholders(val, path, out);
+      path.pop_back();
     }
   } else if (v.is_array()) {
     const auto& items = v.as_array();
-    for (std::size_t i = 0; i < items.size(); ++i)
-      find_placeholders(items[i], path + "[" + std::to_string(i) + "]", out);
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (!items[i].is_map() && !items[i].is_array()) continue;
+      path.push_back({nullptr, i});
+      find_placeholders(items[i], path, out);
+      path.pop_back();
+    }
   }
 }
 
@@ -122,7 +150,8 @@ Result<Message> parse_message(std::vector<Bytes> frames, const Limits& limits,
   msg.root = std::move(*root);
 
   std::vector<Found> found;
-  find_placeholders(msg.root, "", found);
+  std::vector<PathStep> path;
+  find_placeholders(msg.root, path, found);
   std::sort(found.begin(), found.end(),
             [](const Found& a, const Found& b) { return a.index < b.index; });
 
@@ -185,35 +214,43 @@ Result<Message> parse_message(std::vector<Bytes> frames, const Limits& limits,
   return msg;
 }
 
-Result<std::vector<Bytes>> assemble_message(const Message& message) {
+Result<std::vector<Bytes>> assemble_message(const Message& message, bool root_unchanged) {
   // New index of every object, in their (sorted) order.
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> remap;  // old k -> new k
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> remap;  // old k -> new k, sorted by old k
   remap.reserve(message.objects.size());
   std::uint64_t next = 1;
+  bool moved = false;
   for (const SubObject& obj : message.objects) {
     remap.emplace_back(obj.header_frame, next);
+    moved |= obj.header_frame != next;
     next += 1 + obj.frames.size();
   }
-  bool moved = false;
-  for (const auto& [from, to] : remap) moved |= (from != to);
 
   std::vector<Bytes> out;
   out.reserve(static_cast<std::size_t>(next) + message.loose_frames.size());
   if (moved) {
     msgpack::Value root = message.root;
     rewrite_placeholders(root, [&](std::uint64_t old) {
-      for (const auto& [from, to] : remap)
-        if (from == old) return to;
-      return old;
+      auto it = std::lower_bound(remap.begin(), remap.end(), old,
+                                 [](const auto& entry, std::uint64_t k) { return entry.first < k; });
+      return it != remap.end() && it->first == old ? it->second : old;
     });
     out.emplace_back(msgpack::encode(root));
+  } else if (root_unchanged && !message.original_frames.empty()) {
+    // Dask's bytes as they came: encoding the same value gives them back.
+    out.push_back(message.original_frames[0]);
   } else {
     out.emplace_back(msgpack::encode(message.root));
   }
   for (const SubObject& obj : message.objects) {
-    msgpack::Value header = obj.header;
-    header.set("num-sub-frames", msgpack::Value::uinteger(obj.frames.size()));
-    out.emplace_back(msgpack::encode(header));
+    const msgpack::Value* count = obj.header.find("num-sub-frames");
+    if (count != nullptr && count->to_uint64() == std::optional<std::uint64_t>(obj.frames.size())) {
+      out.emplace_back(msgpack::encode(obj.header));
+    } else {
+      msgpack::Value header = obj.header;
+      header.set("num-sub-frames", msgpack::Value::uinteger(obj.frames.size()));
+      out.emplace_back(msgpack::encode(header));
+    }
     for (const Bytes& f : obj.frames) out.push_back(f);
   }
   for (std::size_t i : message.loose_frames) {

@@ -78,8 +78,10 @@ Result<Message> parse_message(std::vector<Bytes> frames, const Limits& limits = 
                               std::span<const std::uint64_t> frame_offsets = {});
 
 /// Lays the message out as wire frames again (frame 0 first); see above.
-/// Loose frames are kept after the objects' frames, in their order.
-Result<std::vector<Bytes>> assemble_message(const Message& message);
+/// Loose frames are kept after the objects' frames, in their order. With
+/// `root_unchanged` (the caller did not modify `root`) and no placeholder
+/// moved, frame 0 is the original frame, not encoded again.
+Result<std::vector<Bytes>> assemble_message(const Message& message, bool root_unchanged = false);
 
 /// Absolute offsets of each frame of a message that starts at `offset` on the
 /// wire (after the 16 + 8n prelude).
