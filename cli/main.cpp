@@ -1,5 +1,7 @@
 // dask-caps: wires the commands together, parses, dispatches, and maps the
 // outcome to the exit codes of DESIGN.md. No protocol logic lives here.
+#include <malloc.h>
+
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
@@ -7,6 +9,11 @@
 
 int main(int argc, char** argv) {
   using namespace daskcaps::cli;
+  // Memory follows the data: a freed large buffer (a decoded frame) goes
+  // back to the kernel at once. glibc would otherwise raise its mmap
+  // threshold after the first such free and keep up to 32 MiB per thread
+  // arena in its heaps.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   CLI::App app{
       "dask-caps: probe, check and repair what Dask processes negotiate when they connect"};
   app.name("dask-caps");

@@ -37,7 +37,7 @@ struct TranscodeCliOptions {
   std::string dask_release = "2022.12";
   std::uint64_t shard_bytes = std::uint64_t{64} << 20;
   unsigned threads = 0;
-  std::uint64_t max_inflight_bytes = std::uint64_t{16} << 20;
+  std::uint64_t max_inflight_bytes = std::uint64_t{8} << 20;
   bool json = false;
   std::optional<std::size_t> connection;
   std::string direction;

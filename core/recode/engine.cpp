@@ -230,6 +230,7 @@ RecodeEngine::Output RecodeEngine::run_one(const Stream& s, std::uint64_t seq, I
     out.frames = std::move(parsed).error();
     return out;
   }
+  parsed->storage = std::move(input.storage);
   out.frames = transcode_message(std::move(*parsed), topt, out.report);
   return out;
 }

@@ -71,7 +71,8 @@ Result<ClassRef> read_class(ByteSpan type_serialized) {
 
 class ObjectRecoder {
  public:
-  ObjectRecoder(const TranscodeOptions& opt, TranscodeReport& rep) : opt_(opt), rep_(rep) {}
+  ObjectRecoder(const TranscodeOptions& opt, TranscodeReport& rep, PageBuffer* storage)
+      : opt_(opt), rep_(rep), storage_(storage) {}
 
   Status recode(const Message& message, SubObject& obj) {
     if (obj.kind == Placeholder::pickled) return recode_pickled(obj);
@@ -230,6 +231,8 @@ class ObjectRecoder {
       if (has_data_pickle) {
         auto raw = decompressed_frames(obj, opt_.limits);
         if (!raw) return std::move(raw).error();
+        for (std::size_t i = 0; i < obj.frames.size() && i < codecs->size(); ++i)
+          if ((*codecs)[i].compresses()) release(obj.frames[i]);
         auto m = merge_frames(obj, std::move(*raw));
         if (!m) return std::move(m).error();
         merged = std::move(*m);
@@ -345,6 +348,7 @@ class ObjectRecoder {
       if (*current == target) continue;
       auto raw = decompress_frame(entry, obj.frames[i], opt_.limits);
       if (!raw) return std::move(raw).error().add_context(obj.frame_label(i));
+      if (entry.compresses()) release(obj.frames[i]);
       auto c = compress_one(*raw, target);
       if (!c) return std::move(c).error();
       obj.frames[i] = std::move(c->first);
@@ -382,8 +386,20 @@ class ObjectRecoder {
     return {};
   }
 
+  // An input frame that was compressed, once decoded into a buffer of its
+  // own, is never read again: its pages go back to the kernel now, not when
+  // the whole message is done. (Raw frames are not released: their decoded
+  // form is the frame itself.)
+  void release(const Bytes& frame) {
+    if (storage_ == nullptr || frame.size() == 0) return;
+    const ByteSpan all = storage_->span();
+    if (frame.data() >= all.data() && frame.data() + frame.size() <= all.data() + all.size())
+      storage_->discard(frame.span());
+  }
+
   const TranscodeOptions& opt_;
   TranscodeReport& rep_;
+  PageBuffer* storage_;
 };
 
 msgpack::Value rewrite_handshake(const msgpack::Value& root, const TranscodeOptions& opt) {
@@ -408,7 +424,7 @@ Result<std::vector<Bytes>> transcode_message(Message&& message, const TranscodeO
   }
   const bool handshake = message.is_handshake();
   if (handshake) message.root = rewrite_handshake(message.root, options);
-  ObjectRecoder recoder(options, report);
+  ObjectRecoder recoder(options, report, message.storage.get());
   for (SubObject& obj : message.objects) {
     if (auto st = recoder.recode(message, obj); !st) return std::move(st).error().add_context(obj.path);
   }

@@ -1,5 +1,7 @@
 #include "core/wire/codec.h"
 
+#include <memory>
+
 #include <lz4.h>
 #include <snappy-stubs-public.h>
 #include <snappy.h>
@@ -10,6 +12,7 @@
 #include <limits>
 
 #include "core/base/byte_reader.h"
+#include "core/base/page_buffer.h"
 
 namespace daskcaps {
 
@@ -54,13 +57,24 @@ Error too_large(std::uint64_t size, std::uint64_t limit, std::string_view codec)
                         " (--max-decompressed-bytes)");
 }
 
-// Compressors write into a per-thread scratch buffer as large as the codec's
-// bound and return an exact-size copy: the bound (about the input's size) is
-// then neither zeroed for every frame nor kept alive next to every output
-// frame until it is written. The scratch grows to the largest bound a thread
-// has needed and lives as long as the thread.
+// Compressors write into scratch memory as large as the codec's bound and
+// return an exact-size copy: the bound (about the input's size) is then
+// neither zeroed for every frame nor kept alive next to every output frame
+// until it is written. Bounds up to kKeptScratchBytes use a per-thread
+// buffer that stays; larger ones (a large frame) get pages of their own,
+// which cost memory only as the compressor writes them and are given back
+// at once, so no thread keeps a large message's worth of scratch.
+constexpr std::size_t kKeptScratchBytes = std::size_t{1} << 20;
+
 template <typename F>
 Result<Buffer> compress_via_scratch(std::size_t bound, F&& compress_into) {
+  if (bound > kKeptScratchBytes) {
+    auto pages = PageBuffer::reserve(bound);
+    if (!pages) return std::move(pages).error();
+    Result<std::size_t> written = compress_into((*pages)->data(), bound);
+    if (!written) return std::move(written).error();
+    return Buffer((*pages)->data(), (*pages)->data() + *written);
+  }
   thread_local Buffer scratch;
   if (scratch.size() < bound) {
     scratch = Buffer();  // drop the old one before the new one is allocated
@@ -127,16 +141,26 @@ Result<Buffer> lz4_decompress(ByteSpan in, std::uint64_t max_output) {
 // the caller asks for them (CompressOptions::zstd_workers): one large frame
 // then uses every core. Below it, the hand-off costs more than it gains.
 constexpr std::size_t kZstdParallelBytes = std::size_t{1} << 20;
+// zstd's smallest job (ZSTDMT_JOBSIZE_MIN).
+constexpr std::size_t kZstdMinJobBytes = std::size_t{512} << 10;
 
 Result<Buffer> zstd_compress(ByteSpan in, int level, int workers) {
-  ZSTD_CCtx* cctx = thread_zstd_context();
-  if (cctx == nullptr) return make_error(Errc::codec_failed, "zstd: out of memory");
   const bool parallel = workers > 1 && in.size() >= kZstdParallelBytes;
+  // A parallel compression gets a context of its own, freed afterwards: its
+  // worker pool and job buffers would otherwise stay with every thread that
+  // ever compressed a large frame.
+  std::unique_ptr<ZSTD_CCtx, std::size_t (*)(ZSTD_CCtx*)> own(parallel ? ZSTD_createCCtx() : nullptr,
+                                                              ZSTD_freeCCtx);
+  ZSTD_CCtx* cctx = parallel ? own.get() : thread_zstd_context();
+  if (cctx == nullptr) return make_error(Errc::codec_failed, "zstd: out of memory");
   if (parallel) {
-    ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
     ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
     // Fails on a libzstd built without threads: then it compresses alone.
     ZSTD_CCtx_setParameter(cctx, ZSTD_c_nbWorkers, workers);
+    // zstd's default job is 4 windows (8 MiB at level 3): a frame of the
+    // size Dask sends would be one job on one thread. Small jobs keep every
+    // worker busy and the buffers small.
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_jobSize, static_cast<int>(kZstdMinJobBytes));
   }
   auto into = [&](std::uint8_t* out, std::size_t cap) -> Result<std::size_t> {
     const std::size_t written = parallel ? ZSTD_compress2(cctx, out, cap, in.data(), in.size())

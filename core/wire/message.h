@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -26,6 +27,7 @@
 
 #include "core/base/bytes.h"
 #include "core/base/limits.h"
+#include "core/base/page_buffer.h"
 #include "core/wire/msgpack.h"
 #include "core/base/result.h"
 
@@ -57,6 +59,10 @@ struct Message {
   std::vector<SubObject> objects;     // ordered by header_frame
   std::vector<std::size_t> loose_frames;  // frames no placeholder claims
   std::vector<Bytes> original_frames;     // as parsed (frame 0 first)
+  /// The buffer the frames were read into, when it was the message's own
+  /// (core/wire/assembler.h): a recoder may discard() the pages of a frame
+  /// it has decoded and will not read again.
+  std::shared_ptr<PageBuffer> storage;
 
   /// The "op" of frame 0 when it is a map with a string "op".
   std::optional<std::string> op() const;
