@@ -34,7 +34,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/caps/caps.h"
-#include "core/net/net.h"
+#include "core/net/address.h"
 #include "core/net/net_server.h"
 #include "core/caps/probe.h"
 #include "core/caps/probe_file.h"
