@@ -17,7 +17,8 @@
 #include <vector>
 
 #include "core/caps/caps_report.h"
-#include "core/net/net.h"
+#include "core/net/address.h"
+#include "core/net/tls.h"
 #include "core/net/rpc.h"
 #include "core/net/survey.h"
 

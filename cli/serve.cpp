@@ -1,6 +1,7 @@
 // dask-caps serve [--listen ADDRESS]... [--count N] [--workers N] [--type T]
 //   [--as PROBE] [--compression C] [--pickle-protocol N] [--python X.Y.Z]
 //   [--gpu] [--codecs LIST] [--dask-version V]
+//   [--listen-cert F --listen-key F [--listen-ca-file F]]
 //
 // Builds a server::Profile and runs core/net/net_server.h until SIGINT/SIGTERM.
 //
@@ -18,7 +19,9 @@
 // Listeners: each --listen address (default tcp://127.0.0.1:0), --count
 // times each (port 0 only), all of --type (default Scheduler); --workers N
 // adds N Worker listeners on the first listen host, which a Scheduler lists
-// in its identity, so `check --workers` can survey them. One line
+// in its identity, so `check --workers` can survey them. A tls:// listener
+// (and its workers) uses --listen-cert/--listen-key; with --listen-ca-file
+// every client must present a certificate that CA signed. One line
 // "listening on ADDRESS" per listener, the first one first, flushed before
 // serving. Exit 0 on SIGINT/SIGTERM.
 #include <signal.h>
@@ -34,8 +37,9 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/caps/caps.h"
-#include "core/net/net.h"
+#include "core/net/address.h"
 #include "core/net/net_server.h"
+#include "core/net/tls.h"
 #include "core/caps/probe.h"
 #include "core/caps/probe_file.h"
 
@@ -57,6 +61,7 @@ struct ServeArgs {
   std::optional<std::string> dask_version;
   double idle_timeout_s = 300;
   std::size_t max_clients = 8192;
+  net::TlsServerOptions tls;
 };
 
 std::atomic<server::Server*> g_server{nullptr};
@@ -238,9 +243,15 @@ int run_serve(const ServeArgs& args) {
   const std::vector<std::string> listen = args.listen.empty() ? std::vector<std::string>{"tcp://127.0.0.1:0"}
                                                               : args.listen;
   std::optional<net::Address> first;
+  bool any_tls = false;
   for (const auto& text : listen) {
     auto a = net::parse_address(text);
     if (!a) return report_error("--listen", a.error());
+    if (a->scheme == net::Scheme::tls) {
+      any_tls = true;
+      if (args.tls.cert_file.empty())
+        return report_error("--listen", make_error(Errc::usage, text + " needs --listen-cert and --listen-key"));
+    }
     if (args.count > 1 && a->port != 0)
       return report_error("--count", make_error(Errc::usage, "several listeners need port 0 in " + text));
     if (!first) first = *a;
@@ -254,8 +265,16 @@ int run_serve(const ServeArgs& args) {
     for (std::size_t i = 0; i < args.workers; ++i) specs.push_back({wa, worker});
   }
 
-  raise_fd_limit();
   server::ServerOptions options;
+  if (!any_tls && (!args.tls.cert_file.empty() || !args.tls.key_file.empty() || !args.tls.ca_file.empty()))
+    return report_error("--listen-cert", make_error(Errc::usage, "the TLS flags need a tls:// --listen address"));
+  if (any_tls) {
+    auto ctx = net::TlsServerContext::create(args.tls);
+    if (!ctx) return report_error("--listen-cert", ctx.error());
+    options.tls = std::move(*ctx);
+  }
+
+  raise_fd_limit();
   options.idle_timeout = std::chrono::seconds(static_cast<long long>(args.idle_timeout_s));
   options.max_clients = args.max_clients;
   auto server = server::Server::start(std::move(specs), options);
@@ -322,6 +341,17 @@ void add_serve(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-clients", args->max_clients, "clients served at once; more are closed at once")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
+  cmd->add_option("--listen-cert", args->tls.cert_file,
+                  "certificate chain of the tls:// listeners (PEM; may hold the key too)")
+      ->type_name("FILE")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--listen-key", args->tls.key_file, "private key of --listen-cert (PEM)")
+      ->type_name("FILE")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--listen-ca-file", args->tls.ca_file,
+                  "CA that must have signed every client's certificate (clients without one are refused)")
+      ->type_name("FILE")
+      ->check(CLI::ExistingFile);
   cmd->callback([args, &exit_code] { exit_code = run_serve(*args); });
 }
 

@@ -4,7 +4,7 @@
 #include <map>
 #include <unordered_map>
 
-#include "core/net/net.h"
+#include "core/net/address.h"
 
 namespace daskcaps::report {
 

@@ -11,7 +11,7 @@
 #include "core/caps/caps.h"
 #include "core/wire/codec.h"
 #include "core/base/limits.h"
-#include "core/net/net.h"
+#include "core/net/tls.h"
 #include "core/base/result.h"
 
 namespace daskcaps {

@@ -1,20 +1,17 @@
 #include "core/net/net_server.h"
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
+#include <atomic>
 #include <unordered_map>
 
-#include "core/wire/handshake.h"
+#include "core/net/connection.h"
+#include "core/net/loop.h"
 #include "core/wire/frames.h"
+#include "core/wire/handshake.h"
 
 namespace daskcaps::server {
 
@@ -179,152 +176,81 @@ Status ServerSession::on_message(std::vector<Bytes> frames) {
   return ok_status();
 }
 
-// ---- the event loop ----------------------------------------------------
+// ---- on the event loop -------------------------------------------------
 
 struct Server::Impl {
-  struct Listener {
-    net::Socket socket;
-    std::size_t endpoint;
-  };
-  struct Client {
-    net::Socket socket;
+  struct Client final : net::Connection::Handler {
+    Impl& server;
     ServerSession session;
-    net::Clock::time_point last_active;
-    std::uint32_t events = 0;
-    Client(net::Socket s, const Endpoint& e, const Limits& l)
-        : socket(std::move(s)), session(e, l), last_active(net::Clock::now()) {}
+    std::unique_ptr<net::Connection> conn;
+
+    Client(Impl& s, const Endpoint& e) : server(s), session(e, s.options.limits) {}
+
+    /// Moves what the session has to say into the connection's queue.
+    void pass_output() {
+      const ByteSpan out = session.pending_output();
+      if (!out.empty()) {
+        conn->send_copy(out);
+        session.wrote(out.size());
+      }
+      if (session.closing()) conn->close_when_flushed();
+    }
+    void on_open(net::Connection&) override {}
+    std::span<std::uint8_t> read_buffer(net::Connection&) override { return server.scratch; }
+    void on_read(net::Connection& c, ByteSpan data) override {
+      const std::uint64_t before = session.requests();
+      auto st = session.received(data);
+      server.requests += session.requests() - before;
+      if (!st) {
+        ++server.dropped;
+        server.drop(*this);
+        return;
+      }
+      pass_output();
+      if (c.output_full()) c.pause_reading();
+    }
+    void on_drained(net::Connection& c) override { c.resume_reading(); }
+    void on_closed(net::Connection&, const Status& why) override {
+      // Idle, or a TLS handshake that failed or never came: dropped by us.
+      if (!why && (why.error().code == Errc::timeout || why.error().code == Errc::tls)) ++server.dropped;
+      server.drop(*this);
+    }
   };
 
   ServerOptions options;
+  std::unique_ptr<net::Loop> loop;
   std::vector<Endpoint> endpoints;
-  std::vector<Listener> listeners;
-  std::unordered_map<int, std::size_t> listener_by_fd;
-  std::unordered_map<int, std::unique_ptr<Client>> clients;
-  net::Socket epoll;
-  net::Socket stop_fd;
-  ServerStats stats;
+  std::vector<std::unique_ptr<net::Listener>> listeners;
+  std::unordered_map<Client*, std::unique_ptr<Client>> clients;
+  std::array<std::uint8_t, 64 * 1024> scratch{};  // every read lands here, then the session copies
+  // Counted on the loop thread, read by stats() from any thread.
+  std::atomic<std::uint64_t> accepted{0}, rejected{0}, dropped{0}, requests{0};
 
   ~Impl() {
     clients.clear();
     listeners.clear();
   }
 
-  void set_events(Client& c) {
-    std::uint32_t want = 0;
-    if (!c.session.closing() && c.session.pending_output().size() < options.max_output_backlog) want |= EPOLLIN;
-    if (!c.session.pending_output().empty()) want |= EPOLLOUT;
-    if (want == c.events) return;
-    epoll_event ev{};
-    ev.events = want;
-    ev.data.fd = c.socket.fd();
-    epoll_ctl(epoll.fd(), EPOLL_CTL_MOD, c.socket.fd(), &ev);
-    c.events = want;
+  void drop(Client& c) {
+    clients.erase(&c);  // destroys the connection (closing it when still open)
   }
 
-  void drop(int fd, bool counted) {
-    auto it = clients.find(fd);
-    if (it == clients.end()) return;
-    if (counted) ++stats.dropped;
-    stats.requests += it->second->session.requests();
-    epoll_ctl(epoll.fd(), EPOLL_CTL_DEL, fd, nullptr);
-    clients.erase(it);
-  }
-
-  /// Writes what it can; false when the client is gone.
-  bool flush(Client& c) {
-    while (!c.session.pending_output().empty()) {
-      const ByteSpan out = c.session.pending_output();
-      const ssize_t n = ::send(c.socket.fd(), out.data(), out.size(), MSG_NOSIGNAL);
-      if (n > 0) {
-        c.session.wrote(static_cast<std::size_t>(n));
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-      return false;
+  void accept(std::size_t endpoint, net::Socket socket) {
+    ++accepted;
+    if (clients.size() >= options.max_clients) {
+      ++rejected;
+      return;  // closed by the Socket destructor
     }
-    return true;
-  }
-
-  void accept_from(const Listener& l) {
-    for (;;) {
-      const int fd = ::accept4(l.socket.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) {
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        return;  // EAGAIN, or EMFILE: try again on the next event
-      }
-      net::Socket s(fd);
-      ++stats.accepted;
-      if (clients.size() >= options.max_clients) {
-        ++stats.rejected;
-        continue;  // closed by the Socket destructor
-      }
-      const int one = 1;
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      auto c = std::make_unique<Client>(std::move(s), endpoints[l.endpoint], options.limits);
-      if (!flush(*c)) continue;  // the handshake goes out at once
-      epoll_event ev{};
-      ev.events = EPOLLIN | (c->session.pending_output().empty() ? 0u : EPOLLOUT);
-      ev.data.fd = fd;
-      c->events = ev.events;
-      if (epoll_ctl(epoll.fd(), EPOLL_CTL_ADD, fd, &ev) != 0) continue;
-      clients.emplace(fd, std::move(c));
-    }
-  }
-
-  void serve_client(int fd, std::uint32_t events) {
-    auto it = clients.find(fd);
-    if (it == clients.end()) return;
-    Client& c = *it->second;
-    c.last_active = net::Clock::now();
-    if (events & EPOLLIN) {
-      std::array<std::uint8_t, 64 * 1024> buf;
-      // Read a bounded amount per wakeup so one busy client cannot starve
-      // the others.
-      for (int rounds = 0; rounds < 16; ++rounds) {
-        const ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
-        if (n > 0) {
-          if (!c.session.received(ByteSpan(buf.data(), static_cast<std::size_t>(n)))) {
-            drop(fd, true);
-            return;
-          }
-          if (c.session.closing() ||
-              c.session.pending_output().size() >= options.max_output_backlog)
-            break;
-          continue;
-        }
-        if (n == 0) {
-          flush(c);  // best effort: the client may have half-closed
-          drop(fd, false);
-          return;
-        }
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-        drop(fd, false);
-        return;
-      }
-    } else if (events & (EPOLLHUP | EPOLLERR)) {
-      drop(fd, false);
-      return;
-    }
-    if (!flush(c)) {
-      drop(fd, false);
-      return;
-    }
-    if (c.session.closing() && c.session.pending_output().empty()) {
-      drop(fd, false);
-      return;
-    }
-    set_events(c);
-  }
-
-  void sweep_idle() {
-    if (options.idle_timeout.count() <= 0) return;
-    const auto now = net::Clock::now();
-    std::vector<int> idle;
-    for (const auto& [fd, c] : clients)
-      if (now - c->last_active > options.idle_timeout) idle.push_back(fd);
-    for (int fd : idle) drop(fd, true);
+    auto c = std::make_unique<Client>(*this, endpoints[endpoint]);
+    net::ConnectionOptions o;
+    o.max_output_bytes = options.max_output_backlog;
+    o.idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.idle_timeout);
+    o.handshake_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.handshake_timeout);
+    const bool tls = endpoints[endpoint].address.scheme == net::Scheme::tls;
+    c->conn = net::Connection::accepted(*loop, std::move(socket), *c, o, tls ? options.tls.get() : nullptr);
+    c->pass_output();  // our handshake goes out first (2022.12 clients read before they write)
+    Client* key = c.get();
+    clients.emplace(key, std::move(c));
   }
 };
 
@@ -336,46 +262,35 @@ Result<std::unique_ptr<Server>> Server::start(std::vector<ListenerSpec> specs, c
   Impl& impl = *server->impl_;
   impl.options = options;
   // Never accept more clients than file descriptors allow: a listener that
-  // stays readable while accept() fails with EMFILE would spin the loop.
+  // stays readable while accept() fails with EMFILE would stall the loop.
   rlimit rl{};
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
     const std::size_t reserved = specs.size() + 64;
     const std::size_t budget = rl.rlim_cur > reserved ? static_cast<std::size_t>(rl.rlim_cur) - reserved : 1;
     impl.options.max_clients = std::min(impl.options.max_clients, budget);
   }
-  impl.epoll = net::Socket(epoll_create1(EPOLL_CLOEXEC));
-  if (!impl.epoll.valid()) return make_error(Errc::network, "epoll_create1 failed");
-  impl.stop_fd = net::Socket(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!impl.stop_fd.valid()) return make_error(Errc::network, "eventfd failed");
+  auto loop = net::Loop::create();
+  if (!loop) return std::move(loop).error();
+  impl.loop = std::move(*loop);
 
   for (auto& spec : specs) {
-    if (spec.address.scheme != net::Scheme::tcp)
-      return make_error(Errc::usage, "serve listens on tcp:// only, not " + spec.address.to_string());
-    auto s = net::listen_tcp(spec.address);
-    if (!s) return std::move(s).error();
-    auto bound = net::bound_address(*s, net::Scheme::tcp);
-    if (!bound) return std::move(bound).error();
+    if (spec.address.scheme == net::Scheme::tls && !impl.options.tls)
+      return make_error(Errc::usage, "a tls:// listener needs a certificate and its key (" +
+                                         spec.address.to_string() + ")");
+    const std::size_t index = impl.endpoints.size();
+    auto l = net::Listener::start(*impl.loop, spec.address, [&impl, index](net::Socket s) {
+      impl.accept(index, std::move(s));
+    });
+    if (!l) return std::move(l).error();
     Endpoint e;
-    e.address = *bound;
+    e.address = (*l)->address();
     e.profile = std::move(spec.profile);
     impl.endpoints.push_back(std::move(e));
-    impl.listeners.push_back({std::move(*s), impl.endpoints.size() - 1});
+    impl.listeners.push_back(std::move(*l));
   }
   const double started =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   prepare_replies(impl.endpoints, started);
-  for (auto& l : impl.listeners) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = l.socket.fd();
-    if (epoll_ctl(impl.epoll.fd(), EPOLL_CTL_ADD, l.socket.fd(), &ev) != 0)
-      return make_error(Errc::network, "epoll_ctl failed");
-    impl.listener_by_fd.emplace(l.socket.fd(), l.endpoint);
-  }
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = impl.stop_fd.fd();
-  epoll_ctl(impl.epoll.fd(), EPOLL_CTL_ADD, impl.stop_fd.fd(), &ev);
   return server;
 }
 
@@ -386,40 +301,16 @@ std::vector<net::Address> Server::addresses() const {
 }
 
 ServerStats Server::stats() const {
-  ServerStats s = impl_->stats;
-  for (const auto& [fd, c] : impl_->clients) s.requests += c->session.requests();
+  ServerStats s;
+  s.accepted = impl_->accepted.load();
+  s.rejected = impl_->rejected.load();
+  s.dropped = impl_->dropped.load();
+  s.requests = impl_->requests.load();
   return s;
 }
 
-void Server::request_stop() {
-  const std::uint64_t one = 1;
-  [[maybe_unused]] const ssize_t n = ::write(impl_->stop_fd.fd(), &one, sizeof one);
-}
+void Server::request_stop() { impl_->loop->request_stop(); }
 
-Status Server::run() {
-  Impl& impl = *impl_;
-  std::array<epoll_event, 256> events;
-  auto last_sweep = net::Clock::now();
-  for (;;) {
-    const int n = epoll_wait(impl.epoll.fd(), events.data(), static_cast<int>(events.size()), 1000);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return make_error(Errc::network, "epoll_wait failed");
-    }
-    for (int i = 0; i < n; ++i) {
-      const int fd = events[static_cast<std::size_t>(i)].data.fd;
-      if (fd == impl.stop_fd.fd()) return ok_status();
-      if (auto l = impl.listener_by_fd.find(fd); l != impl.listener_by_fd.end()) {
-        impl.accept_from(impl.listeners[l->second]);
-        continue;
-      }
-      impl.serve_client(fd, events[static_cast<std::size_t>(i)].events);
-    }
-    if (net::Clock::now() - last_sweep > std::chrono::seconds(1)) {
-      impl.sweep_idle();
-      last_sweep = net::Clock::now();
-    }
-  }
-}
+Status Server::run() { return impl_->loop->run(); }
 
 }  // namespace daskcaps::server

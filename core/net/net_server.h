@@ -22,14 +22,19 @@
 // "max-pickle-protocol": N, "gpu": bool}): Dask ignores extra keys, and
 // another dask-caps reads the extended set from it.
 //
-// One thread, one epoll loop, any number of listeners (`serve --count` puts
-// a thousand on one process) and clients. Per client, memory is bounded: a
-// message may not exceed Limits::max_message_bytes, and a client whose
-// unread replies exceed max_output_backlog is not read until it catches up.
-// Clients that send nothing are closed after idle_timeout; beyond
-// max_clients (capped by the file descriptors the process may open), new
-// connections are accepted and closed at once. So slow,
-// silent or garbage-sending clients never hold up the others.
+// One thread, one event loop (core/net/loop.h), any number of listeners
+// (`serve --count` puts a thousand on one process) and clients; tcp://
+// listeners, and tls:// ones when ServerOptions::tls is given (the server
+// side of core/net/tls.h; with its CA, clients must present a certificate).
+// Per client, memory is bounded: a message may not exceed
+// Limits::max_message_bytes, and a client whose unread replies exceed
+// max_output_backlog is not read until it catches up (back-pressure of
+// core/net/connection.h). Clients that send nothing are closed after
+// idle_timeout, TLS clients whose handshake does not finish within
+// handshake_timeout too; beyond max_clients (capped by the file
+// descriptors the process may open), new connections are accepted and
+// closed at once. So slow, silent or garbage-sending clients never hold up
+// the others.
 #pragma once
 
 #include <chrono>
@@ -43,7 +48,8 @@
 #include "core/wire/handshake.h"
 #include "core/base/limits.h"
 #include "core/wire/msgpack.h"
-#include "core/net/net.h"
+#include "core/net/address.h"
+#include "core/net/tls.h"
 #include "core/base/result.h"
 #include "core/net/rpc.h"
 
@@ -58,7 +64,7 @@ struct Profile {
 };
 
 struct ListenerSpec {
-  net::Address address;  // tcp:// only; port 0 lets the kernel pick
+  net::Address address;  // tcp://, or tls:// with ServerOptions::tls; port 0 lets the kernel pick
   Profile profile;
 };
 
@@ -115,19 +121,23 @@ struct ServerOptions {
   }();
   std::size_t max_clients = 8192;
   std::chrono::seconds idle_timeout{300};
+  std::chrono::seconds handshake_timeout{30};  // accept to the end of the TLS handshake
   std::size_t max_output_backlog = std::size_t{4} << 20;
+  /// The certificate of every tls:// listener (required for them).
+  std::shared_ptr<const net::TlsServerContext> tls;
 };
 
 struct ServerStats {
   std::uint64_t accepted = 0;
   std::uint64_t rejected = 0;   // over max_clients
-  std::uint64_t dropped = 0;    // closed for a protocol error or idleness
+  std::uint64_t dropped = 0;    // closed for a protocol error, idleness or a failed TLS handshake
   std::uint64_t requests = 0;
 };
 
 class Server {
  public:
-  /// Binds every listener (errors: Errc::network, Errc::usage for tls://).
+  /// Binds every listener (errors: Errc::network; Errc::usage for a tls://
+  /// listener without ServerOptions::tls).
   static Result<std::unique_ptr<Server>> start(std::vector<ListenerSpec> listeners,
                                                const ServerOptions& options = {});
   ~Server();
@@ -139,8 +149,9 @@ class Server {
   /// Serves until request_stop(); returns an error only if the event loop
   /// itself fails.
   Status run();
-  /// Makes run() return soon. Async-signal-safe (writes to an eventfd).
+  /// Makes run() return soon. Async-signal-safe (the loop's eventfd).
   void request_stop();
+  /// Counters so far; callable from any thread.
   ServerStats stats() const;
 
  private:

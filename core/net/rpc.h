@@ -45,7 +45,9 @@
 #include "core/wire/handshake.h"
 #include "core/base/limits.h"
 #include "core/wire/msgpack.h"
-#include "core/net/net.h"
+#include "core/net/address.h"
+#include "core/net/socket.h"
+#include "core/net/tls.h"
 #include "core/base/result.h"
 #include "core/wire/assembler.h"
 

@@ -1,8 +1,5 @@
 #include "core/net/survey.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -10,28 +7,15 @@
 #include <map>
 #include <optional>
 
+#include "core/net/connection.h"
+#include "core/net/loop.h"
+
 namespace daskcaps::survey {
 
 namespace {
 
 using net::Clock;
 using net::Deadline;
-using net::IoStep;
-
-struct Conn {
-  std::size_t index = 0;
-  enum class State : std::uint8_t { connecting, tls, talking } state = State::connecting;
-  std::vector<sockaddr_storage> addrs;
-  std::size_t next_addr = 0;
-  net::Socket socket;                    // while connecting
-  std::unique_ptr<net::Stream> stream;   // after connect
-  std::optional<rpc::ClientSession> session;
-  Deadline deadline{};
-  Clock::time_point up{};
-  Clock::time_point identity_at{};
-  short events = POLLOUT;
-  bool finished = false;
-};
 
 std::size_t fd_budget() {
   rlimit rl{};
@@ -40,266 +24,258 @@ std::size_t fd_budget() {
   return rl.rlim_cur > 128 ? static_cast<std::size_t>(rl.rlim_cur - 64) : 16;
 }
 
+class Runner;
+
+/// One endpoint being queried: (name lookup) -> connection -> session.
+struct Query final : net::Connection::Handler {
+  Runner& runner;
+  std::size_t index;
+  std::unique_ptr<net::Connection> conn;  // null while its host name resolves
+  std::optional<rpc::ClientSession> session;
+  net::Timer deadline;
+  Clock::time_point up{};
+  Clock::time_point identity_at{};
+  std::string peer_ip, local_ip;  // taken at open: the stream is gone once closed
+
+  Query(Runner& r, std::size_t i) : runner(r), index(i) {}
+  void on_open(net::Connection& c) override;
+  std::span<std::uint8_t> read_buffer(net::Connection&) override;
+  void on_read(net::Connection& c, ByteSpan data) override;
+  void on_read_eof(net::Connection& c) override;
+  // A peer that closed early: what it sent before says more than the
+  // failed write, so read on and let the session report.
+  bool on_write_error(net::Connection&, const Error&) override { return true; }
+  void on_closed(net::Connection& c, const Status& why) override;
+};
+
 class Runner {
  public:
-  Runner(std::span<const net::Address> addresses, const SurveyOptions& options)
-      : addrs_(addresses), options_(options), results_(addresses.size(), pending()) {
+  Runner(std::span<const net::Address> addresses, const SurveyOptions& options, net::Loop& loop)
+      : addrs_(addresses), options_(options), loop_(loop), results_(addresses.size(), pending()) {
     total_deadline_ = Clock::now() + options.total_timeout;
     timeout_text_ = rpc::duration_text(std::min(options.per_endpoint_timeout, options.total_timeout));
+    limit_ = std::max<std::size_t>(1, std::min(options_.max_in_flight, fd_budget()));
   }
 
   std::vector<Result<rpc::QueryResult>> run() {
-    const std::size_t limit = std::max<std::size_t>(1, std::min(options_.max_in_flight, fd_budget()));
-    std::size_t next = 0;
-    std::vector<pollfd> fds;
-    while (next < addrs_.size() || !active_.empty()) {
-      while (active_.size() < limit && next < addrs_.size()) launch(next++);
-      if (active_.empty()) continue;
-
-      fds.clear();
-      Deadline soonest = Deadline::max();
-      for (auto& c : active_) {
-        fds.push_back({c->state == Conn::State::connecting ? c->socket.fd() : c->stream->fd(),
-                       c->events, 0});
-        soonest = std::min(soonest, c->deadline);
-      }
-      const int rc = ::poll(fds.data(), fds.size(), net::millis_until(soonest));
-      if (rc < 0 && errno != EINTR) {
-        const Error e = make_error(Errc::network, "poll failed");
-        for (auto& c : active_) finish(*c, e);
-      }
-      const auto now = Clock::now();
-      for (std::size_t i = 0; i < active_.size(); ++i) {
-        Conn& c = *active_[i];
-        if (rc > 0 && fds[i].revents != 0) step(c);
-        if (!c.finished && now >= c.deadline) expire(c);
-      }
-      std::erase_if(active_, [](const std::unique_ptr<Conn>& c) { return c->finished; });
+    fill();
+    if (!active_.empty()) {
+      if (auto st = loop_.run(); !st)
+        for (auto& [q, owned] : active_) results_[q->index] = st.error();
     }
+    active_.clear();
     return std::move(results_);
+  }
+
+  std::span<std::uint8_t> scratch() { return scratch_; }
+  const SurveyOptions& options() const { return options_; }
+  const net::Address& address(std::size_t i) const { return addrs_[i]; }
+
+  /// Records the outcome of `q` and lets the next endpoint in.
+  void finish(Query& q, Result<rpc::QueryResult> r) {
+    const auto it = active_.find(&q);
+    if (it == active_.end()) return;  // already finished
+    results_[q.index] = std::move(r);
+    loop_.cancel_timer(q.deadline);
+    if (q.conn) q.conn->close();
+    retired_.push_back(std::move(it->second));  // destroyed after this callback
+    active_.erase(it);
+    loop_.defer([this] {
+      retired_.clear();
+      fill();
+    });
+  }
+
+  void complete(Query& q) {
+    rpc::QueryResult r;
+    r.peer_ip = q.peer_ip;
+    r.local_ip = q.local_ip;
+    const auto at = q.identity_at == Clock::time_point{} ? Clock::now() : q.identity_at;
+    r.rtt_ms = std::chrono::duration<double, std::milli>(at - q.up).count();
+    r.exchange = q.session->take_exchange();
+    finish(q, std::move(r));
   }
 
  private:
   static Result<rpc::QueryResult> pending() { return make_error(Errc::internal, "not surveyed"); }
 
+  void fill() {
+    while (active_.size() < limit_ && next_ < addrs_.size()) launch(next_++);
+    if (active_.empty() && next_ == addrs_.size()) loop_.quit();
+  }
+
   void launch(std::size_t index) {
     const net::Address& a = addrs_[index];
     const auto now = Clock::now();
     if (now >= total_deadline_) {
-      results_[index] = make_error(Errc::timeout, "the survey's total deadline passed before " +
-                                                      a.to_string() + " was contacted");
+      results_[index] = make_error(Errc::timeout, "the survey's total deadline passed before " + a.to_string() +
+                                                      " was contacted");
       return;
     }
     if (a.scheme == net::Scheme::tls && !options_.tls) {
       results_[index] = make_error(Errc::usage, "a tls:// address needs TLS settings");
       return;
     }
-    auto c = std::make_unique<Conn>();
-    c->index = index;
-    c->deadline = std::min(now + options_.per_endpoint_timeout, total_deadline_);
-    auto it = resolved_.find(a.host);
-    if (it == resolved_.end()) {
+    auto owned = std::make_unique<Query>(*this, index);
+    Query& q = *owned;
+    active_.emplace(&q, std::move(owned));
+    q.deadline = loop_.add_timer(std::min(now + options_.per_endpoint_timeout, total_deadline_), [this, &q] {
+      q.deadline = net::Timer{};
+      expire(q);
+    });
+    if (net::numeric_address(a.host, a.port)) {
+      connect(q, {});
+      return;
+    }
+    // Host names are resolved once per name, without blocking the loop.
+    auto it = names_.find(a.host);
+    if (it == names_.end()) {
+      it = names_.emplace(a.host, Name{}).first;
       net::Address host_only = a;
       host_only.port = 0;
-      it = resolved_.emplace(a.host, net::resolve(host_only, c->deadline)).first;
+      it->second.request = net::resolve_async(loop_, host_only, [this, host = a.host](auto r) {
+        resolved(host, std::move(r));
+      });
     }
-    if (!it->second) {
-      results_[index] = it->second.error();
+    Name& name = it->second;
+    if (name.result) {
+      with_addresses(q, *name.result);
       return;
     }
-    c->addrs = *it->second;
-    for (auto& sa : c->addrs) set_port(sa, a.port);
-    if (!connect_next(*c)) return;
-    active_.push_back(std::move(c));
+    name.waiting.push_back(index);
   }
 
-  static void set_port(sockaddr_storage& sa, std::uint16_t port) {
-    if (sa.ss_family == AF_INET) reinterpret_cast<sockaddr_in&>(sa).sin_port = htons(port);
-    if (sa.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6&>(sa).sin6_port = htons(port);
+  void resolved(const std::string& host, Result<std::vector<sockaddr_storage>> r) {
+    Name& name = names_[host];
+    name.result.emplace(std::move(r));
+    const auto waiting = std::move(name.waiting);
+    for (std::size_t index : waiting)
+      for (auto& [q, owned] : active_)
+        if (q->index == index && !q->conn) {
+          with_addresses(*q, *name.result);
+          break;
+        }
   }
 
-  /// Starts a connect to the next resolved address; false when none is left
-  /// (the result is then recorded).
-  bool connect_next(Conn& c) {
-    Error last = make_error(Errc::network, "no address to connect to");
-    while (c.next_addr < c.addrs.size()) {
-      auto s = net::start_connect(c.addrs[c.next_addr++]);
-      if (s) {
-        c.socket = std::move(*s);
-        c.state = Conn::State::connecting;
-        c.events = POLLOUT;
-        return true;
-      }
-      last = std::move(s).error();
+  void with_addresses(Query& q, const Result<std::vector<sockaddr_storage>>& addrs) {
+    if (!addrs) {
+      finish(q, addrs.error());
+      return;
     }
-    finish(c, std::move(last));
-    return false;
+    connect(q, *addrs);
   }
 
-  void finish(Conn& c, Result<rpc::QueryResult> r) {
-    if (c.finished) return;
-    if (c.stream) c.stream->shutdown();
-    c.stream.reset();
-    c.socket.reset();
-    results_[c.index] = std::move(r);
-    c.finished = true;
+  void connect(Query& q, std::vector<sockaddr_storage> resolved) {
+    net::ConnectionOptions o;
+    o.max_output_bytes = std::size_t{1} << 20;
+    q.conn = net::Connection::connect(loop_, addrs_[q.index], q, o, options_.tls, std::move(resolved));
   }
 
-  void expire(Conn& c) {
-    const net::Address& a = addrs_[c.index];
-    switch (c.state) {
-      case Conn::State::connecting:
-        finish(c, make_error(Errc::timeout, "connecting to " + a.host_port() + " timed out (within " +
+  void expire(Query& q) {
+    const net::Address& a = addrs_[q.index];
+    if (!q.conn) {
+      finish(q, make_error(Errc::timeout, "resolving host \"" + a.host + "\" timed out (within " + timeout_text_ + ")"));
+      return;
+    }
+    switch (q.conn->stage()) {
+      case net::Connection::Stage::resolving:
+      case net::Connection::Stage::connecting:
+        finish(q, make_error(Errc::timeout, "connecting to " + a.host_port() + " timed out (within " +
                                                 timeout_text_ + ")"));
         return;
-      case Conn::State::tls:
-        finish(c, make_error(Errc::timeout, "the TLS handshake with " + a.host_port() +
-                                                " timed out (within " + timeout_text_ + ")"));
+      case net::Connection::Stage::handshaking:
+        finish(q, make_error(Errc::timeout, "the TLS handshake with " + a.host_port() + " timed out (within " +
+                                                timeout_text_ + ")"));
         return;
-      case Conn::State::talking:
-        finish(c, rpc::timeout_error(*c.session, a.host_port(), timeout_text_));
+      default:
+        finish(q, rpc::timeout_error(*q.session, a.host_port(), timeout_text_));
         return;
     }
   }
 
-  void start_talking(Conn& c) {
-    c.state = Conn::State::talking;
-    c.up = Clock::now();
-    c.session.emplace(options_.session);
-    talk(c);
-  }
-
-  void step(Conn& c) {
-    const net::Address& a = addrs_[c.index];
-    switch (c.state) {
-      case Conn::State::connecting: {
-        if (auto st = net::finish_connect(c.socket, a.host_port()); !st) {
-          c.socket.reset();
-          if (c.next_addr < c.addrs.size()) {
-            connect_next(c);
-            return;
-          }
-          finish(c, st.error());
-          return;
-        }
-        if (a.scheme == net::Scheme::tls) {
-          auto wrapped = options_.tls->wrap(std::move(c.socket), a.host);
-          if (!wrapped) {
-            finish(c, std::move(wrapped).error());
-            return;
-          }
-          c.stream = std::move(*wrapped);
-          c.state = Conn::State::tls;
-          handshake(c);
-          return;
-        }
-        c.stream = net::make_plain_stream(std::move(c.socket));
-        start_talking(c);
-        return;
-      }
-      case Conn::State::tls: handshake(c); return;
-      case Conn::State::talking: talk(c); return;
-    }
-  }
-
-  void handshake(Conn& c) {
-    IoStep s = c.stream->handshake();
-    switch (s.kind) {
-      case IoStep::Kind::done: start_talking(c); return;
-      case IoStep::Kind::want_read: c.events = POLLIN; return;
-      case IoStep::Kind::want_write: c.events = POLLOUT; return;
-      case IoStep::Kind::eof:
-        finish(c, make_error(Errc::tls, "the peer closed the connection during the TLS handshake"));
-        return;
-      case IoStep::Kind::error: finish(c, std::move(s.error)); return;
-    }
-  }
-
-  void talk(Conn& c) {
-    rpc::ClientSession& session = *c.session;
-    bool want_write = false;
-    while (!session.pending_output().empty()) {
-      IoStep s = c.stream->write(session.pending_output());
-      if (s.kind == IoStep::Kind::done) {
-        session.wrote(s.bytes);
-        continue;
-      }
-      if (s.kind == IoStep::Kind::want_write || s.kind == IoStep::Kind::want_read) {
-        want_write = s.kind == IoStep::Kind::want_write;
-        break;
-      }
-      // A peer that closed early: what it sent before says more than the
-      // failed write, so read on and let the session report.
-      session.wrote(session.pending_output().size());
-      break;
-    }
-    std::array<std::uint8_t, 64 * 1024> buf;
-    for (;;) {
-      IoStep s = c.stream->read(buf);
-      if (s.kind == IoStep::Kind::done) {
-        const auto before = session.stage();
-        if (auto st = session.received(ByteSpan(buf.data(), s.bytes)); !st) {
-          finish(c, st.error());
-          return;
-        }
-        if (before <= rpc::ClientSession::Stage::identity &&
-            session.stage() > rpc::ClientSession::Stage::identity)
-          c.identity_at = Clock::now();
-        if (session.done()) {
-          complete(c);
-          return;
-        }
-        continue;
-      }
-      if (s.kind == IoStep::Kind::eof) {
-        if (auto st = session.received_eof(); !st) {
-          finish(c, st.error());
-          return;
-        }
-        complete(c);
-        return;
-      }
-      if (s.kind == IoStep::Kind::error) {
-        if (net::is_connection_reset(s.error)) {
-          if (auto st = session.received_eof(true); !st) {
-            finish(c, st.error());
-            return;
-          }
-          complete(c);
-          return;
-        }
-        finish(c, std::move(s.error));
-        return;
-      }
-      c.events = static_cast<short>(POLLIN | (want_write || s.kind == IoStep::Kind::want_write ? POLLOUT : 0));
-      return;
-    }
-  }
-
-  void complete(Conn& c) {
-    rpc::QueryResult r;
-    r.peer_ip = c.stream->peer_ip();
-    r.local_ip = c.stream->local_ip();
-    const auto at = c.identity_at == Clock::time_point{} ? Clock::now() : c.identity_at;
-    r.rtt_ms = std::chrono::duration<double, std::milli>(at - c.up).count();
-    r.exchange = c.session->take_exchange();
-    finish(c, std::move(r));
-  }
+  struct Name {
+    net::ResolveRequest request;
+    std::optional<Result<std::vector<sockaddr_storage>>> result;
+    std::vector<std::size_t> waiting;
+  };
 
   std::span<const net::Address> addrs_;
   const SurveyOptions& options_;
+  net::Loop& loop_;
   std::vector<Result<rpc::QueryResult>> results_;
-  std::vector<std::unique_ptr<Conn>> active_;
-  std::map<std::string, Result<std::vector<sockaddr_storage>>> resolved_;
+  std::map<Query*, std::unique_ptr<Query>> active_;
+  std::vector<std::unique_ptr<Query>> retired_;
+  std::map<std::string, Name> names_;
+  std::size_t next_ = 0;
+  std::size_t limit_ = 1;
   Deadline total_deadline_{};
   std::string timeout_text_;
+  std::array<std::uint8_t, 64 * 1024> scratch_{};
 };
+
+void Query::on_open(net::Connection& c) {
+  up = Clock::now();
+  peer_ip = c.peer_ip();
+  local_ip = c.local_ip();
+  session.emplace(runner.options().session);
+  // Everything at once: requests are small and Dask serves them in order.
+  c.send_copy(session->pending_output());
+  session->wrote(session->pending_output().size());
+}
+
+std::span<std::uint8_t> Query::read_buffer(net::Connection&) { return runner.scratch(); }
+
+void Query::on_read(net::Connection&, ByteSpan data) {
+  const auto before = session->stage();
+  if (auto st = session->received(data); !st) {
+    runner.finish(*this, st.error());
+    return;
+  }
+  if (before <= rpc::ClientSession::Stage::identity && session->stage() > rpc::ClientSession::Stage::identity)
+    identity_at = Clock::now();
+  if (session->done()) runner.complete(*this);
+}
+
+void Query::on_read_eof(net::Connection&) {
+  if (auto st = session->received_eof(); !st) {
+    runner.finish(*this, st.error());
+    return;
+  }
+  runner.complete(*this);
+}
+
+void Query::on_closed(net::Connection&, const Status& why) {
+  if (session && !why && net::is_connection_reset(why.error())) {
+    if (auto st = session->received_eof(true); !st) {
+      runner.finish(*this, st.error());
+      return;
+    }
+    runner.complete(*this);
+    return;
+  }
+  if (!why) {
+    runner.finish(*this, why.error());
+    return;
+  }
+  // A clean close without our doing: the session says whether that was early.
+  if (session) {
+    if (auto st = session->received_eof(); !st) {
+      runner.finish(*this, st.error());
+      return;
+    }
+    runner.complete(*this);
+    return;
+  }
+  runner.finish(*this, make_error(Errc::network, "the connection closed before it was open"));
+}
 
 }  // namespace
 
 std::vector<Result<rpc::QueryResult>> survey(std::span<const net::Address> addresses,
                                              const SurveyOptions& options) {
-  Runner runner(addresses, options);
+  auto loop = net::Loop::create();
+  if (!loop) return std::vector<Result<rpc::QueryResult>>(addresses.size(), loop.error());
+  Runner runner(addresses, options, **loop);
   return runner.run();
 }
 

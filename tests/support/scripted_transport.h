@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/base/bytes.h"
-#include "core/net/net.h"
+#include "core/net/socket.h"
 
 namespace testsupport {
 

@@ -1,4 +1,6 @@
-#include "core/net/net.h"
+#include "core/net/address.h"
+#include "core/net/socket.h"
+#include "core/net/tls.h"
 
 #include <doctest/doctest.h>
 #include <netinet/in.h>

@@ -1,29 +1,21 @@
-// Network transport for Dask comms: addresses, TCP and TLS byte streams,
-// and a blocking Transport with deadlines on top of them.
+// Sockets and byte streams: owned fds, non-blocking connect and listen, one
+// non-blocking Stream interface over plain TCP and TLS (core/net/tls.h), and
+// a blocking, deadline-bounded Transport on top of one Stream.
 //
-// Addresses (spec §1.1): "tcp://host:port", "tls://host:port" or
-// "host:port" (tcp); IPv6 hosts in brackets ("tcp://[::1]:8786"); host
-// names are resolved with getaddrinfo on a helper thread so a slow resolver
-// is bounded by the caller's deadline too. The port is required, as in
-// Dask's client.
+// Every socket here is non-blocking (SOCK_NONBLOCK | SOCK_CLOEXEC) with
+// TCP_NODELAY; nothing ever raises SIGPIPE (send(MSG_NOSIGNAL), and TLS
+// writes go through the same call).
 //
-// Sockets are non-blocking; waiting is done with poll() against a deadline,
-// so every call returns by its deadline: nothing here can hang. A Stream is
-// one non-blocking connection (plain or TLS) that answers "done", "would
-// block on read/write", "end of stream" or an error at each step; the
-// concurrent survey (core/net/survey.h) and the server (core/server.h) drive
-// many of them from one poll loop, while Transport wraps one of them for
-// code that reads and writes in order (core/net/rpc.h). Tests replace Transport
-// with scripted chunks (style §5.7).
-//
-// TLS (spec §1.6) uses OpenSSL with the inputs of Dask's TLS settings: a CA
-// file, a certificate and its key. TLS 1.2 is the minimum, as Dask's
-// distributed.comm.tls.min-version. The peer's certificate chain is always
-// verified, against the CA file or, without one, the system store. Like
-// Dask (ssl.create_default_context with check_hostname = False) the host
-// name is NOT matched against the certificate: Dask clusters commonly use
-// one certificate for every worker, whose addresses are IPs chosen at start.
-// SNI carries the host name when the address has one.
+// A Stream answers each step with an IoStep:
+//   done(n)      n bytes moved (handshake: finished)
+//   want_read    retry once the fd is readable (TLS may want this on write)
+//   want_write   retry once the fd is writable (TLS may want this on read)
+//   eof          the peer finished its side (FIN, or a TLS close_notify)
+//   error        Errc::network (reset, broken pipe, ...) or Errc::tls
+// The event loop's connections (core/net/connection.h) drive Streams from
+// epoll; Transport waits on one with poll() for code that reads and writes
+// in order (core/net/rpc.h query_endpoint). Tests replace Transport with
+// scripted chunks (style §5.7).
 //
 // Errors (all map to exit code 4):
 //   Errc::network  name resolution failed, host/network unreachable, reset
@@ -33,58 +25,28 @@
 //   Errc::protocol the peer's bytes are not Dask's (core/net/rpc.h)
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include <sys/socket.h>
 
 #include "core/base/bytes.h"
 #include "core/base/result.h"
+#include "core/net/address.h"
+#include "core/net/clock.h"
 
 namespace daskcaps::net {
 
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
-
-/// Milliseconds left until `deadline` (0 when passed), for poll().
-int millis_until(Deadline deadline);
+class TlsClientContext;
 
 /// The `what` of the Errc::network error a read gives when the peer resets
 /// the connection (TCP RST, e.g. it closed with our bytes unread). Callers
 /// that track a conversation treat it like end of stream.
 inline constexpr std::string_view kConnectionReset = "connection reset by the peer";
 bool is_connection_reset(const Error& e);
-
-enum class Scheme : std::uint8_t { tcp, tls };
-
-struct Address {
-  Scheme scheme = Scheme::tcp;
-  std::string host;  // "127.0.0.1", "::1" (no brackets), "node1"
-  std::uint16_t port = 0;
-
-  /// "tcp://127.0.0.1:8786", "tls://[::1]:8786".
-  std::string to_string() const;
-  /// "127.0.0.1:8786", "[::1]:8786".
-  std::string host_port() const;
-  bool operator==(const Address&) const = default;
-};
-
-/// Parses an address as Dask writes it. Errc::usage for an unknown scheme
-/// ("ws://" and others are not supported), a missing or bad port, or an
-/// empty host.
-Result<Address> parse_address(std::string_view text);
-
-/// "127.0.0.1" / "::1" for a socket address.
-std::string ip_string(const sockaddr_storage& addr);
-
-/// Resolves host:port to socket addresses (numeric hosts without DNS).
-/// Errors: Errc::network ("cannot resolve host ..."), Errc::timeout.
-Result<std::vector<sockaddr_storage>> resolve(const Address& address, Deadline deadline);
 
 /// An owned file descriptor.
 class Socket {
@@ -110,10 +72,19 @@ class Socket {
 };
 
 /// Starts a non-blocking connect (TCP_NODELAY set). The socket becomes
-/// writable when the connect finishes; then call finish_connect.
+/// writable when the connect finishes; then call finish_connect. Errors
+/// found at once (e.g. an unreachable network) come back here.
 Result<Socket> start_connect(const sockaddr_storage& addr);
-/// Reads the outcome of a connect started above (SO_ERROR).
+/// Reads the outcome of a connect started above (SO_ERROR): Errc::refused,
+/// Errc::timeout (the kernel's), Errc::network.
 Status finish_connect(const Socket& socket, std::string_view peer);
+
+/// A listening TCP socket bound to host:port (port 0: the kernel picks),
+/// non-blocking, SO_REUSEADDR. Errors: Errc::network with the reason
+/// (address in use, cannot resolve, ...).
+Result<Socket> listen_tcp(const Address& address, int backlog = 1024);
+/// The address a listening socket is bound to, with its real port.
+Result<Address> bound_address(const Socket& socket, Scheme scheme);
 
 /// The outcome of one non-blocking step.
 struct IoStep {
@@ -138,7 +109,15 @@ class Stream {
   virtual IoStep handshake() = 0;
   virtual IoStep read(std::span<std::uint8_t> out) = 0;
   virtual IoStep write(ByteSpan data) = 0;
-  /// Sends a TLS close_notify where possible; never blocks.
+  /// Writes from several buffers in order (done(n): n bytes of them, taken
+  /// from the front). Plain TCP uses one sendmsg; TLS packs small buffers
+  /// into records of up to 16 KiB.
+  virtual IoStep writev(std::span<const ByteSpan> data);
+  /// True when bytes already decrypted wait inside the stream (TLS), so a
+  /// read would succeed though the fd is not readable.
+  virtual bool has_buffered_input() const { return false; }
+  /// Sends a TLS close_notify where possible and shuts down our sending
+  /// side (FIN); never blocks, best effort. Reading stays possible.
   virtual void shutdown() = 0;
   /// Address of the peer and of our end, as IP strings.
   virtual std::string peer_ip() const = 0;
@@ -147,31 +126,6 @@ class Stream {
 
 /// A plain TCP stream over a connected socket.
 std::unique_ptr<Stream> make_plain_stream(Socket socket);
-
-struct TlsOptions {
-  std::string ca_file;    // --tls-ca-file; empty: the system's CA store
-  std::string cert_file;  // --tls-cert (PEM, may hold the key too)
-  std::string key_file;   // --tls-key; empty: the key is in cert_file
-};
-
-/// An OpenSSL client context, shared by every connection of a check.
-class TlsClientContext {
- public:
-  /// Loads the CA, certificate and key. Errc::tls when a file cannot be
-  /// read or the key does not match the certificate.
-  static Result<std::shared_ptr<TlsClientContext>> create(const TlsOptions& options);
-  ~TlsClientContext();
-  TlsClientContext(const TlsClientContext&) = delete;
-  TlsClientContext& operator=(const TlsClientContext&) = delete;
-  /// A TLS stream over a connected socket; `server_name` goes into SNI when
-  /// it is a host name. Hints in error messages mention `ca_given`.
-  Result<std::unique_ptr<Stream>> wrap(Socket socket, const std::string& server_name) const;
-
- private:
-  TlsClientContext() = default;
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
 
 /// Blocking, deadline-bounded reads and writes on one connection.
 class Transport {
@@ -211,14 +165,9 @@ class StreamTransport final : public Transport {
 Status wait_for(const Stream& stream, const IoStep& step, Deadline deadline, std::string_view stage);
 
 /// Resolves, connects (each resolved address in turn), and completes the
-/// TLS handshake for tls:// addresses (`tls` must then be given).
+/// TLS handshake for tls:// addresses (`tls` must then be given), all
+/// before `deadline`. Blocking: for one-off queries, never on a loop.
 Result<std::unique_ptr<StreamTransport>> connect(const Address& address, Deadline deadline,
                                                  const TlsClientContext* tls);
-
-/// A listening TCP socket bound to host:port (port 0: the kernel picks).
-/// Errors: Errc::network with the reason (address in use, ...).
-Result<Socket> listen_tcp(const Address& address, int backlog = 1024);
-/// The address a listening socket is bound to, with its real port.
-Result<Address> bound_address(const Socket& socket, Scheme scheme);
 
 }  // namespace daskcaps::net
