@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
 
   int exit_code = kExitOk;
   using Adder = void (*)(CLI::App&, int&);
-  static constexpr Adder kCommands[] = {add_probe, add_check, add_inspect, add_transcode, add_serve};
+  static constexpr Adder kCommands[] = {add_probe, add_check, add_inspect, add_transcode, add_serve, add_bridge};
   for (Adder add : kCommands) add(app, exit_code);
 
   try {

@@ -92,12 +92,14 @@ class ObjectRecoder {
     if (cacheable) {
       if (const Buffer* hit = cache.find(pickled, ro, opt_.limits)) {
         ++rep_.pickles_recoded;
+        changed_ = true;
         return *hit;
       }
     }
     auto r = pickle::recode(pickled, {}, ro, opt_.limits);
     if (!r) return rebase_error(std::move(r).error(), kNoOffset).add_context(what);
     ++rep_.pickles_recoded;
+    changed_ = true;
     if (cacheable) cache.put(pickled, ro, opt_.limits, r->pickle);
     return std::move(r->pickle);
   }
@@ -117,6 +119,7 @@ class ObjectRecoder {
     auto r = pickle::recode(frames[0], buffers, ro, opt_.limits);
     if (!r) return rebase_error(std::move(r).error(), kNoOffset).add_context(what);
     ++rep_.pickles_recoded;
+    changed_ = true;
     rep_.buffers_inlined += buffers.size() - r->out_of_band.size();
     std::vector<Bytes> out;
     out.emplace_back(std::move(r->pickle));
@@ -210,6 +213,7 @@ class ObjectRecoder {
       for (LayoutResult& r : convert_object_to_cpu(obj, &read_class)) {
         if (r.outcome == LayoutOutcome::converted) {
           ++rep_.arrays_converted;
+          changed_ = true;
           continue;
         }
         std::string what = obj.path + ": " + r.type + " cannot become a CPU object: " + r.reason;
@@ -321,6 +325,7 @@ class ObjectRecoder {
       counts.push_back(Value::uinteger(pieces));
     }
     obj.frames = std::move(wire);
+    changed_ = true;
     obj.header.set("split-num-sub-frames", Value::array(std::move(counts)));
     obj.header.set("split-offsets", Value::array(std::move(offsets)));
     set_frame_compression(obj, entries);
@@ -346,12 +351,17 @@ class ObjectRecoder {
       if (!current)
         return std::move(current).error().add_context(obj.frame_label(i));
       if (*current == target) continue;
+      if (!opt_.accept_codecs.empty() &&
+          (*current == Codec::none ||
+           std::find(opt_.accept_codecs.begin(), opt_.accept_codecs.end(), *current) != opt_.accept_codecs.end()))
+        continue;
       auto raw = decompress_frame(entry, obj.frames[i], opt_.limits);
       if (!raw) return std::move(raw).error().add_context(obj.frame_label(i));
       if (entry.compresses()) release(obj.frames[i]);
       auto c = compress_one(*raw, target);
       if (!c) return std::move(c).error();
       obj.frames[i] = std::move(c->first);
+      changed_ = true;
       codecs[i] = std::move(c->second);
     }
     set_frame_compression(obj, codecs);
@@ -380,6 +390,8 @@ class ObjectRecoder {
       frames.assign(out->begin() + 1, out->end());
     }
     // Always raw: 2022.12 does not decompress __Pickled__ buffers (spec §3.3).
+    for (std::size_t i = 0; i < frames.size() && !changed_; ++i)
+      changed_ = i >= obj.frames.size() || frames[i].data() != obj.frames[i].data();
     obj.frames = std::move(frames);
     std::vector<CompressionValue> none(obj.frames.size(), CompressionValue::nil());
     set_frame_compression(obj, none);
@@ -400,6 +412,10 @@ class ObjectRecoder {
   const TranscodeOptions& opt_;
   TranscodeReport& rep_;
   PageBuffer* storage_;
+  bool changed_ = false;  // some object's header or frames differ from the input
+
+ public:
+  bool changed() const { return changed_; }
 };
 
 msgpack::Value rewrite_handshake(const msgpack::Value& root, const TranscodeOptions& opt) {
@@ -427,6 +443,11 @@ Result<std::vector<Bytes>> transcode_message(Message&& message, const TranscodeO
   ObjectRecoder recoder(options, report, message.storage.get());
   for (SubObject& obj : message.objects) {
     if (auto st = recoder.recode(message, obj); !st) return std::move(st).error().add_context(obj.path);
+  }
+  // Nothing was recoded: the message goes out as it came, byte for byte.
+  if (!handshake && !recoder.changed()) {
+    for (const Bytes& f : message.original_frames) report.bytes_out += f.size();
+    return std::move(message.original_frames);
   }
   auto frames = assemble_message(message, /*root_unchanged=*/!handshake);
   if (!frames) return frames;

@@ -36,6 +36,10 @@ namespace daskcaps {
 
 struct TranscodeOptions {
   std::optional<Codec> codec;             // nullopt: keep every frame's codec
+  /// With `codec`: codecs the receiver reads as they are. A frame already in
+  /// one of them (or raw) keeps its bytes; only the others become `codec`.
+  /// Empty: every frame becomes `codec`.
+  std::vector<Codec> accept_codecs;
   std::optional<int> pickle_protocol;     // nullopt: keep every pickle
   bool inline_buffers = false;            // at protocol 5, inline out-of-band buffers too
   bool layout_cpu = false;                // GPU arrays become NumPy arrays

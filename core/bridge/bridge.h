@@ -1,0 +1,185 @@
+// The bridge: a live proxy between Dask peers that do not match
+// (DESIGN.md `bridge`). Each accepted connection gets its own upstream
+// connection, a handshake done separately on each side, and its messages
+// recoded for their receiver by the recode engine (core/recode/engine.h).
+//
+// One connection pair (a session):
+//
+//   Dask's connector reads the listener's handshake before it writes its
+//   own. So the upstream is connected at once, and its handshake H_u (a
+//   Dask listener writes it first) is answered on both legs with H_u itself
+//   and "pickle-protocol": 5:
+//   bridge ──► upstream: the cluster writes its own codec and its best
+//              protocol;
+//   bridge ──► client:   the client, which waits for it, writes in the
+//              cluster's codec when it has that codec (Dask compresses only
+//              when both name the same), else uncompressed, and in its own
+//              pickle protocol (the lower of the two). Its handshake H_c is
+//              read next.
+//   Then, per direction, every message is recoded for its receiver:
+//     toward the client    codec: the client's advertised codec, or none
+//                          (BridgeOptions::codec overrides); frames already
+//                          raw or in that codec keep their bytes; pickle
+//                          protocol down to the client's; CuPy -> NumPy with
+//                          layout_cpu;
+//     toward the upstream  codec: the upstream's advertised codec, or none;
+//                          pickle protocol down to the upstream's.
+//   Messages that need nothing pass with their frames untouched. Both
+//   framings are read (2022.12's full first length, 2023.11+'s short one);
+//   the full length is always written.
+//
+// Flow control: a side is read only while the engine takes its messages
+// (its byte bound) and the other side's output queue is not full
+// (net::Connection::output_full()); a slow receiver thus slows its sender.
+// Idle sessions hold no read buffers (core/wire/assembler.h releases them).
+//
+// Faults: a peer that breaks the protocol (a bad prelude, a limit, a
+// first message that is not a handshake, a message that cannot be recoded)
+// has its session closed with one log line; the others go on. When one
+// side closes, what was already recoded for the other is flushed, then
+// the other side is closed too; a partial message is never sent.
+//
+// Shutdown (SIGINT/SIGTERM: the caller calls shutdown()): the listener
+// closes, every side stops reading, messages in flight are delivered and
+// flushed, then the connections close; the loop quits when the last
+// session is gone (or after BridgeOptions::shutdown_grace).
+//
+// Worker addresses: the scheduler tells the client its workers' real
+// addresses. Gather and scatter through the scheduler (Dask's default for a
+// client outside the cluster) work through the bridge alone; a client that
+// asks for direct transfers ("who_has" before a direct gather,
+// "ncores_running" before a direct scatter) would connect to the workers
+// past the bridge: the bridge logs a warning for that session.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/base/bytes.h"
+#include "core/base/result.h"
+#include "core/net/address.h"
+#include "core/net/connection.h"
+#include "core/net/loop.h"
+#include "core/net/tls.h"
+#include "core/recode/engine.h"
+#include "core/recode/transcode.h"
+
+namespace daskcaps::bridge {
+
+struct BridgeOptions {
+  net::Address listen;    // tcp:// or tls:// (then listen_tls); port 0: any
+  net::Address upstream;  // tcp:// or tls:// (then upstream_tls)
+  std::shared_ptr<net::TlsServerContext> listen_tls;
+  std::shared_ptr<net::TlsClientContext> upstream_tls;
+
+  /// Toward the client, overriding what its handshake says.
+  std::optional<Codec> codec;
+  std::optional<int> pickle_protocol;
+  bool layout_cpu = false;
+  bool keep_unconvertible = false;
+  /// Limits, compression rules, zstd level and shard size for both
+  /// directions (its codec/protocol/layout fields are ignored).
+  TranscodeOptions recode;
+  EngineOptions engine;
+  /// Messages up to this size are recoded on the loop thread (no hand-off).
+  std::uint64_t inline_bytes = std::uint64_t{64} << 10;
+
+  /// A side's output queue is full at this size (back-pressure).
+  std::size_t max_output_bytes = std::size_t{8} << 20;
+  /// Connect, TLS and the Dask handshake of both sides must finish within it.
+  std::chrono::milliseconds handshake_timeout{10000};
+  /// Shutdown waits at most this long for messages in flight.
+  std::chrono::milliseconds shutdown_grace{10000};
+};
+
+/// The two legs of a session and the direction of a message on one.
+enum class Leg : std::uint8_t { client, upstream };
+enum class Flow : std::uint8_t { to_bridge, from_bridge };
+
+/// Counters (since start).
+struct BridgeStats {
+  std::uint64_t connections = 0;       // sessions accepted
+  std::uint64_t open = 0;              // sessions open now
+  std::uint64_t messages[2][2] = {};   // [Leg][Flow], handshakes included
+  std::uint64_t bytes[2][2] = {};      // wire bytes, [Leg][Flow]
+  std::uint64_t passed = 0;            // messages forwarded untouched
+  std::uint64_t recoded = 0;           // messages that changed
+  std::uint64_t frames_recompressed = 0;
+  std::uint64_t pickles_recoded = 0;
+  std::uint64_t buffers_inlined = 0;
+  std::uint64_t arrays_converted = 0;
+  std::uint64_t errors = 0;            // sessions ended by an error
+};
+
+/// What the bridge tells its owner: log lines and, for a capture, every
+/// message on every leg as it crossed (prelude with the full L, then the
+/// frames; handshakes included).
+class BridgeObserver {
+ public:
+  virtual ~BridgeObserver() = default;
+  virtual void on_log(const std::string& line) = 0;
+  /// A session's connections are known (for a capture's addresses):
+  /// client peer, the bridge's address as the client sees it, the bridge's
+  /// local address toward the upstream, the upstream peer ("ip:port").
+  virtual void on_session(std::uint64_t /*session*/, const std::string& /*client*/,
+                          const std::string& /*listen*/, const std::string& /*local*/,
+                          const std::string& /*upstream*/) {}
+  virtual void on_message(std::uint64_t /*session*/, Leg, Flow, ByteSpan /*prelude*/,
+                          std::span<const Bytes> /*frames*/) {}
+  virtual void on_session_end(std::uint64_t /*session*/) {}
+  /// Whether on_message wants the bytes (a capture is being written).
+  virtual bool wants_messages() const { return false; }
+};
+
+class Session;
+
+class Bridge {
+ public:
+  /// Listens and starts accepting. Errors: Errc::network (address in use,
+  /// cannot bind), Errc::usage (tls:// without TLS context).
+  static Result<std::unique_ptr<Bridge>> start(net::Loop& loop, const BridgeOptions& options,
+                                               BridgeObserver& observer);
+  ~Bridge();
+  Bridge(const Bridge&) = delete;
+  Bridge& operator=(const Bridge&) = delete;
+
+  /// The listening address, with the real port.
+  const net::Address& address() const;
+  const BridgeStats& stats() const { return stats_; }
+  /// Starts a graceful shutdown (see above); the loop quits when it is done.
+  void shutdown();
+  bool shutting_down() const { return shutting_down_; }
+
+ private:
+  friend class Session;
+  Bridge(net::Loop& loop, const BridgeOptions& options, BridgeObserver& observer);
+  void on_accept(net::Socket socket);
+  void on_engine_ready();
+  void drain_engine();
+  void session_done(std::uint64_t id);
+  void maybe_quit();
+
+  net::Loop& loop_;
+  BridgeOptions options_;
+  BridgeObserver& observer_;
+  std::unique_ptr<net::Listener> listener_;
+  std::unique_ptr<RecodeEngine> engine_;
+  std::unordered_map<std::uint64_t, std::unique_ptr<Session>> sessions_;
+  std::unordered_map<RecodeEngine::StreamId, Session*> by_stream_;
+  std::vector<std::uint64_t> engine_waiters_;  // sessions with a message the engine had no room for
+  std::uint64_t next_session_ = 1;
+  BridgeStats stats_;
+  bool shutting_down_ = false;
+  bool draining_ = false;
+  net::Timer grace_timer_;
+  std::vector<std::unique_ptr<Session>> finished_;  // destroyed after the current callback
+};
+
+}  // namespace daskcaps::bridge

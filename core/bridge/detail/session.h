@@ -1,0 +1,100 @@
+// One session of the bridge (core/bridge/bridge.h): an accepted client
+// connection, its upstream connection, the handshakes of both, and the two
+// engine streams that recode what each side sends for the other.
+//
+// States:
+//   handshakes         the upstream is connected at once; its handshake is
+//                      answered on both legs (core/bridge/bridge.h); the
+//                      client's handshake is read (a Dask client writes it
+//                      only after reading ours); later messages wait unread
+//   open               both handshakes are in: both directions flow
+//   closing            one side ended (or shutdown): no more reading; what
+//                      is in flight is delivered, then both sides close
+//   done               both connections closed; the bridge destroys it
+// Everything runs on the loop thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/bridge/bridge.h"
+#include "core/net/connection.h"
+#include "core/recode/engine.h"
+#include "core/wire/assembler.h"
+#include "core/wire/handshake.h"
+
+namespace daskcaps::bridge {
+
+class Session {
+ public:
+  Session(Bridge& bridge, std::uint64_t id, net::Socket client_socket);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  std::uint64_t id() const { return id_; }
+  /// A message recoded by one of this session's engine streams.
+  void on_output(RecodeEngine::Output&& out);
+  /// The engine may have room again: submit what waited. True while a
+  /// message still waits.
+  bool retry_pending();
+  /// Stop reading, deliver what is in flight, then close both sides.
+  void begin_shutdown();
+  bool done() const { return done_; }
+
+ private:
+  struct Side final : net::Connection::Handler {
+    Side(Session& s, Leg l, const Limits& limits) : session(s), leg(l), in(limits) {}
+    void on_open(net::Connection&) override;
+    std::span<std::uint8_t> read_buffer(net::Connection&) override;
+    void on_read(net::Connection&, ByteSpan data) override;
+    void on_read_eof(net::Connection&) override;
+    void on_drained(net::Connection&) override;
+    void on_closed(net::Connection&, const Status& why) override;
+
+    Session& session;
+    Leg leg;
+    std::unique_ptr<net::Connection> conn;
+    MessageAssembler in;
+    std::optional<Handshake> handshake;
+    RecodeEngine::StreamId stream = 0;  // recodes what this side sends, for the other
+    std::optional<RecodeEngine::Input> pending;  // the engine had no room for it
+    std::uint64_t in_flight = 0;  // messages of this side submitted and not yet sent on
+    std::uint64_t read_index = 0;  // messages read from this side, handshake included
+    bool eof = false;
+    bool closed = false;
+    std::string peer;
+  };
+
+  enum class State : std::uint8_t { handshakes, open, closing, done };
+
+  Side& other(Side& s) { return s.leg == Leg::client ? upstream_ : client_; }
+  const char* name(const Side& s) const { return s.leg == Leg::client ? "client" : "upstream"; }
+  void process(Side& s);
+  bool take_handshake(Side& s, AssembledMessage&& m);
+  void open_streams();
+  bool submit(Side& s, RecodeEngine::Input& in);
+  void send_message(Side& to, std::span<const Bytes> frames);
+  void update_reading(Side& s);
+  void fail(const std::string& why);
+  void start_closing();
+  void maybe_close();
+  void on_side_closed(Side& s, const Status& why);
+  void log(const std::string& line);
+  std::string describe(const Handshake& h) const;
+
+  Bridge& bridge_;
+  std::uint64_t id_;
+  Side client_;
+  Side upstream_;
+  State state_ = State::handshakes;
+  net::Timer handshake_timer_;
+  bool warned_direct_ = false;
+  bool failed_ = false;
+  bool done_ = false;
+  std::string to_client_plan_, to_upstream_plan_;
+};
+
+}  // namespace daskcaps::bridge

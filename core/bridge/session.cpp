@@ -1,0 +1,382 @@
+#include "core/bridge/detail/session.h"
+
+#include <cstring>
+
+#include "core/net/rpc.h"
+#include "core/wire/codec.h"
+#include "core/wire/frames.h"
+#include "core/wire/msgpack.h"
+
+namespace daskcaps::bridge {
+
+namespace {
+
+bool contains(ByteSpan hay, std::string_view needle) {
+  return hay.size() >= needle.size() && ::memmem(hay.data(), hay.size(), needle.data(), needle.size()) != nullptr;
+}
+
+// The codec a handshake asks to be written in: its named codec when this
+// build has it, else none.
+Codec advertised_codec(const Handshake& h) {
+  if (h.compression && h.compression->compresses())
+    if (auto c = codec_from_name(h.compression->name)) return *c;
+  return Codec::none;
+}
+
+std::string plan_text(const TranscodeOptions& t) {
+  std::string out = "codec " + std::string(codec_name(t.codec.value_or(Codec::none)));
+  out += ", pickle " + (t.pickle_protocol ? std::to_string(*t.pickle_protocol) : std::string("as sent"));
+  if (t.layout_cpu) out += ", layout cpu";
+  return out;
+}
+
+Bytes prelude_of(std::span<const Bytes> frames) {
+  std::vector<std::uint64_t> lengths;
+  lengths.reserve(frames.size());
+  for (const Bytes& f : frames) lengths.push_back(f.size());
+  return Bytes(encode_prelude(lengths));
+}
+
+}  // namespace
+
+Session::Session(Bridge& bridge, std::uint64_t id, net::Socket client_socket)
+    : bridge_(bridge),
+      id_(id),
+      client_(*this, Leg::client, bridge.options_.recode.limits),
+      upstream_(*this, Leg::upstream, bridge.options_.recode.limits) {
+  const BridgeOptions& o = bridge_.options_;
+  net::ConnectionOptions co;
+  co.max_output_bytes = o.max_output_bytes;
+  co.handshake_timeout = o.handshake_timeout;
+  client_.conn = net::Connection::accepted(bridge_.loop_, std::move(client_socket), client_, co, o.listen_tls.get());
+  client_.peer = client_.conn->peer();
+  upstream_.conn = net::Connection::connect(bridge_.loop_, o.upstream, upstream_, co, o.upstream_tls.get());
+  upstream_.peer = o.upstream.to_string();
+  handshake_timer_ = bridge_.loop_.add_timer(o.handshake_timeout, [this] {
+    handshake_timer_ = {};
+    if (state_ == State::handshakes)
+      fail(std::string("no Dask handshake from the ") + (upstream_.handshake ? "client" : "upstream") + " within " +
+           std::to_string(bridge_.options_.handshake_timeout.count()) + " ms");
+  });
+}
+
+Session::~Session() {
+  bridge_.loop_.cancel_timer(handshake_timer_);
+  // Nothing of this session may be delivered once it is gone.
+  for (Side* x : {&client_, &upstream_}) {
+    if (x->stream == 0) continue;
+    bridge_.by_stream_.erase(x->stream);
+    bridge_.engine_->cancel(x->stream);
+    x->stream = 0;
+  }
+  // Connections go first: their callbacks point at the sides.
+  client_.conn.reset();
+  upstream_.conn.reset();
+}
+
+void Session::log(const std::string& line) { bridge_.observer_.on_log("session " + std::to_string(id_) + ": " + line); }
+
+std::string Session::describe(const Handshake& h) const {
+  std::string out = "compression " + (h.compression ? h.compression->to_string() : std::string("(none given)"));
+  out += ", pickle " + (h.pickle_protocol ? std::to_string(*h.pickle_protocol) : std::string("?"));
+  const std::string py = h.python_version();
+  if (!py.empty()) out += ", Python " + py;
+  return out;
+}
+
+// ---- the sides' callbacks ---------------------------------------------------
+
+void Session::Side::on_open(net::Connection&) { session.update_reading(*this); }
+
+std::span<std::uint8_t> Session::Side::read_buffer(net::Connection&) { return in.buffer(); }
+
+void Session::Side::on_read(net::Connection&, ByteSpan data) {
+  in.commit(data.size());
+  session.process(*this);
+}
+
+void Session::Side::on_read_eof(net::Connection&) {
+  eof = true;
+  if (!in.at_boundary())
+    session.log(std::string(session.name(*this)) + " closed in the middle of a message (" +
+                std::to_string(in.buffered()) + " bytes of it dropped)");
+  session.start_closing();
+}
+
+void Session::Side::on_drained(net::Connection&) { session.update_reading(session.other(*this)); }
+
+void Session::Side::on_closed(net::Connection&, const Status& why) { session.on_side_closed(*this, why); }
+
+// ---- reading -----------------------------------------------------------------
+
+void Session::update_reading(Side& s) {
+  if (!s.conn || s.closed) return;
+  bool want = !s.eof && !s.pending && state_ != State::closing && state_ != State::done;
+  if (want) {
+    if (state_ != State::open) want = !s.handshake;  // only the handshake until both are in
+    const Side& o = other(s);
+    if (o.conn && o.conn->output_full()) want = false;
+  }
+  if (want)
+    s.conn->resume_reading();
+  else
+    s.conn->pause_reading();
+}
+
+void Session::process(Side& s) {
+  while (state_ != State::closing && state_ != State::done) {
+    if (s.pending) {
+      if (!submit(s, *s.pending)) break;
+      s.pending.reset();
+      continue;
+    }
+    if (s.handshake && state_ != State::open) break;  // later messages wait for the other handshake
+    auto m = s.in.next();
+    if (!m) {
+      fail(std::string(name(s)) + " sent bytes that are not a Dask message: " + m.error().message());
+      return;
+    }
+    if (!*m) break;
+    AssembledMessage& msg = **m;
+    ++s.read_index;
+    BridgeStats& st = bridge_.stats_;
+    ++st.messages[static_cast<int>(s.leg)][static_cast<int>(Flow::to_bridge)];
+    st.bytes[static_cast<int>(s.leg)][static_cast<int>(Flow::to_bridge)] += msg.wire_size;
+    if (bridge_.observer_.wants_messages()) {
+      const Bytes prelude = prelude_of(msg.frames);
+      bridge_.observer_.on_message(id_, s.leg, Flow::to_bridge, prelude.span(), msg.frames);
+    }
+    if (!s.handshake) {
+      if (!take_handshake(s, std::move(msg))) return;
+      continue;
+    }
+    if (s.leg == Leg::client && !warned_direct_ && !msg.frames.empty() &&
+        (contains(msg.frames[0].span(), "who_has") || contains(msg.frames[0].span(), "ncores_running"))) {
+      warned_direct_ = true;
+      log("warning: the client asks for direct transfers (who_has/ncores_running): it will connect to the "
+          "workers' own addresses, past the bridge; gather and scatter through the scheduler instead "
+          "(Client(direct_to_workers=False), the default outside the cluster)");
+    }
+    RecodeEngine::Input in;
+    in.tag = s.read_index;
+    in.offset = msg.offset;
+    in.wire_size = msg.wire_size;
+    in.frames = std::move(msg.frames);
+    in.storage = std::move(msg.storage);
+    ++s.in_flight;
+    if (!submit(s, in)) {
+      s.pending = std::move(in);
+      break;
+    }
+  }
+  if (s.in.at_boundary()) s.in.release_idle();
+  update_reading(s);
+  bridge_.drain_engine();
+}
+
+bool Session::submit(Side& s, RecodeEngine::Input& in) {
+  switch (bridge_.engine_->try_submit(s.stream, in)) {
+    case RecodeEngine::Submitted::accepted:
+      return true;
+    case RecodeEngine::Submitted::full:
+      bridge_.engine_waiters_.push_back(id_);
+      return false;
+    case RecodeEngine::Submitted::closed:
+      break;
+  }
+  return false;
+}
+
+bool Session::retry_pending() {
+  bool waiting = false;
+  for (Side* s : {&client_, &upstream_}) {
+    if (!s->pending || state_ == State::closing || state_ == State::done) continue;
+    process(*s);
+    waiting |= s->pending.has_value();
+  }
+  return waiting;
+}
+
+// ---- handshakes ----------------------------------------------------------------
+
+bool Session::take_handshake(Side& s, AssembledMessage&& m) {
+  const Limits& limits = bridge_.options_.recode.limits;
+  std::optional<Handshake> h;
+  if (m.frames.size() == 1) {
+    auto v = msgpack::decode_all(m.frames[0].span(), limits, m.offset + prelude_size(1));
+    if (v && v->is_map() && v->find("op") == nullptr) {
+      auto parsed = handshake_from_msgpack(*v);
+      if (parsed && parsed->missing_keys().empty()) h = std::move(*parsed);
+    }
+  }
+  if (!h) {
+    fail(std::string(name(s)) + "'s first message is not a Dask handshake (a map with \"compression\" and "
+         "\"pickle-protocol\")");
+    return false;
+  }
+  s.handshake = std::move(h);
+  if (s.leg == Leg::upstream) {
+    // Dask's connector reads the listener's handshake before it writes its
+    // own, on both legs. The upstream is answered with its own codec and
+    // protocol 5, so the cluster sends its best. The client, which is still
+    // waiting for ours, gets the same: it then writes in the cluster's codec
+    // when it has it, else uncompressed, and in its own pickle protocol;
+    // what it reads is recoded for what it advertises.
+    msgpack::Value ours = upstream_.handshake->raw;
+    ours.set("pickle-protocol", msgpack::Value::integer(5));
+    send_message(upstream_, std::vector<Bytes>{Bytes(msgpack::encode(ours))});
+    send_message(client_, std::vector<Bytes>{Bytes(msgpack::encode(ours))});
+  }
+  if (client_.handshake && upstream_.handshake) open_streams();
+  update_reading(client_);
+  update_reading(upstream_);
+  return true;
+}
+
+void Session::open_streams() {
+  const BridgeOptions& o = bridge_.options_;
+  bridge_.loop_.cancel_timer(handshake_timer_);
+
+  RecodeEngine::StreamOptions to_client;
+  to_client.transcode = o.recode;
+  to_client.inline_bytes = o.inline_bytes;
+  TranscodeOptions& tc = to_client.transcode;
+  const Codec client_codec = o.codec.value_or(advertised_codec(*client_.handshake));
+  tc.codec = client_codec;
+  tc.accept_codecs = {client_codec};
+  const int client_pickle =
+      o.pickle_protocol.value_or(static_cast<int>(client_.handshake->pickle_protocol.value_or(5)));
+  if (client_pickle < 5) tc.pickle_protocol = std::max(0, client_pickle);
+  tc.layout_cpu = o.layout_cpu;
+  tc.keep_unconvertible = o.keep_unconvertible;
+
+  RecodeEngine::StreamOptions to_upstream;
+  to_upstream.transcode = o.recode;
+  to_upstream.inline_bytes = o.inline_bytes;
+  TranscodeOptions& tu = to_upstream.transcode;
+  const Codec upstream_codec = advertised_codec(*upstream_.handshake);
+  tu.codec = upstream_codec;
+  tu.accept_codecs = {upstream_codec};
+  const int upstream_pickle = static_cast<int>(upstream_.handshake->pickle_protocol.value_or(5));
+  if (upstream_pickle < 5) tu.pickle_protocol = std::max(0, upstream_pickle);
+
+  upstream_.stream = bridge_.engine_->open_stream(to_client);
+  client_.stream = bridge_.engine_->open_stream(to_upstream);
+  bridge_.by_stream_[upstream_.stream] = this;
+  bridge_.by_stream_[client_.stream] = this;
+  state_ = State::open;
+
+  to_client_plan_ = plan_text(tc);
+  to_upstream_plan_ = plan_text(tu);
+  log("client " + client_.peer + " (" + describe(*client_.handshake) + ") <-> upstream " + upstream_.peer + " (" +
+      describe(*upstream_.handshake) + "); to the client: " + to_client_plan_ + "; to the upstream: " +
+      to_upstream_plan_);
+  bridge_.observer_.on_session(id_, client_.peer, bridge_.address().host_port(),
+                               upstream_.conn->local_ip(), o.upstream.host_port());
+  // Messages that arrived behind the handshakes.
+  process(client_);
+  process(upstream_);
+}
+
+// ---- writing -------------------------------------------------------------------
+
+void Session::send_message(Side& to, std::span<const Bytes> frames) {
+  if (!to.conn || to.closed) return;
+  const Bytes prelude = prelude_of(frames);
+  std::uint64_t size = prelude.size();
+  if (!to.conn->send(prelude)) return;
+  for (const Bytes& f : frames) {
+    to.conn->send(f);
+    size += f.size();
+  }
+  BridgeStats& st = bridge_.stats_;
+  ++st.messages[static_cast<int>(to.leg)][static_cast<int>(Flow::from_bridge)];
+  st.bytes[static_cast<int>(to.leg)][static_cast<int>(Flow::from_bridge)] += size;
+  if (bridge_.observer_.wants_messages())
+    bridge_.observer_.on_message(id_, to.leg, Flow::from_bridge, prelude.span(), frames);
+}
+
+void Session::on_output(RecodeEngine::Output&& out) {
+  Side& from = out.stream == client_.stream ? client_ : upstream_;
+  Side& to = other(from);
+  if (from.in_flight > 0) --from.in_flight;
+  if (!out.frames) {
+    fail("message " + std::to_string(out.tag - 1) + " from the " + name(from) + " cannot be recoded for the " +
+         name(to) + ": " + out.frames.error().message());
+    return;
+  }
+  BridgeStats& st = bridge_.stats_;
+  if (out.passed_through)
+    ++st.passed;
+  else
+    ++st.recoded;
+  st.frames_recompressed += out.report.frames_recompressed;
+  st.pickles_recoded += out.report.pickles_recoded;
+  st.buffers_inlined += out.report.buffers_inlined;
+  st.arrays_converted += out.report.arrays_converted;
+  send_message(to, *out.frames);
+  if (state_ == State::closing)
+    maybe_close();
+  else
+    update_reading(from);
+}
+
+// ---- ending --------------------------------------------------------------------
+
+void Session::fail(const std::string& why) {
+  if (failed_ || done_) return;
+  failed_ = true;
+  ++bridge_.stats_.errors;
+  log("closed: " + why);
+  start_closing();
+}
+
+void Session::begin_shutdown() { start_closing(); }
+
+void Session::start_closing() {
+  if (state_ == State::closing || state_ == State::done) {
+    maybe_close();
+    return;
+  }
+  state_ = State::closing;
+  bridge_.loop_.cancel_timer(handshake_timer_);
+  for (Side* s : {&client_, &upstream_}) {
+    // A message the engine had no room for is dropped: it was never sent on.
+    if (s->pending) {
+      s->pending.reset();
+      if (s->in_flight > 0) --s->in_flight;
+    }
+    if (s->conn && !s->closed) s->conn->pause_reading();
+  }
+  maybe_close();
+}
+
+void Session::maybe_close() {
+  // Whatever was recoded goes out first; nothing is cut in the middle.
+  if (client_.in_flight > 0 || upstream_.in_flight > 0) return;
+  for (Side* s : {&client_, &upstream_})
+    if (s->conn && !s->closed) s->conn->close_when_flushed();
+}
+
+void Session::on_side_closed(Side& s, const Status& why) {
+  s.closed = true;
+  if (!why && !failed_ && state_ != State::closing)
+    log(std::string(name(s)) + " " + s.peer + ": " + why.error().message());
+  if (state_ != State::closing && state_ != State::done) start_closing();
+  if (!client_.closed || !upstream_.closed) {
+    maybe_close();
+    return;
+  }
+  state_ = State::done;
+  done_ = true;
+  for (Side* x : {&client_, &upstream_}) {
+    if (x->stream) {
+      bridge_.by_stream_.erase(x->stream);
+      bridge_.engine_->cancel(x->stream);
+      x->stream = 0;
+    }
+  }
+  bridge_.session_done(id_);
+}
+
+}  // namespace daskcaps::bridge

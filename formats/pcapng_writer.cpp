@@ -1,0 +1,281 @@
+#include "formats/pcapng_writer.h"
+
+#include <arpa/inet.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "core/base/byte_writer.h"
+
+namespace daskcaps::formats {
+
+namespace {
+
+constexpr std::uint32_t kSectionHeader = 0x0A0D0D0A;
+constexpr std::uint32_t kInterfaceDescription = 1;
+constexpr std::uint32_t kEnhancedPacket = 6;
+constexpr std::uint16_t kLinkEthernet = 1;
+constexpr std::uint8_t kFin = 0x01, kSyn = 0x02, kPsh = 0x08, kAck = 0x10;
+
+void put16be(Buffer& b, std::uint16_t v) {
+  b.push_back(static_cast<std::uint8_t>(v >> 8));
+  b.push_back(static_cast<std::uint8_t>(v));
+}
+void put32be(Buffer& b, std::uint32_t v) {
+  for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<std::uint8_t>(v >> s));
+}
+
+// The ones' complement sum of RFC 1071, over several pieces.
+struct Checksum {
+  std::uint32_t sum = 0;
+  bool odd = false;
+  std::uint8_t carry = 0;
+  void add(ByteSpan bytes) {
+    for (std::uint8_t byte : bytes) {
+      if (odd)
+        sum += (std::uint32_t{carry} << 8) | byte;
+      else
+        carry = byte;
+      odd = !odd;
+    }
+  }
+  std::uint16_t value() {
+    if (odd) {
+      sum += std::uint32_t{carry} << 8;
+      odd = false;
+    }
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    return static_cast<std::uint16_t>(~sum);
+  }
+};
+
+}  // namespace
+
+Result<std::unique_ptr<PcapngWriter>> PcapngWriter::create(const std::string& path) {
+  auto f = AtomicFile::create(path);
+  if (!f) return std::move(f).error();
+  std::unique_ptr<PcapngWriter> w(new PcapngWriter(std::move(*f)));
+  Buffer head;
+  ByteWriter bw(head);
+  // Section header: type, length, byte-order magic, version 1.0, section
+  // length unknown (-1), length again.
+  bw.u32_le(kSectionHeader);
+  bw.u32_le(28);
+  bw.u32_le(0x1A2B3C4D);
+  bw.u16_le(1);
+  bw.u16_le(0);
+  bw.u64_le(~std::uint64_t{0});
+  bw.u32_le(28);
+  // Interface description: Ethernet, snapshot length 0 (none).
+  bw.u32_le(kInterfaceDescription);
+  bw.u32_le(20);
+  bw.u16_le(kLinkEthernet);
+  bw.u16_le(0);
+  bw.u32_le(0);
+  bw.u32_le(20);
+  if (auto st = w->file_->write(head); !st) return std::move(st).error();
+  return w;
+}
+
+PcapngWriter::~PcapngWriter() = default;
+
+Result<PcapngWriter::Endpoint> PcapngWriter::parse_endpoint(const std::string& text) {
+  Endpoint e;
+  std::string host;
+  std::string port;
+  if (!text.empty() && text.front() == '[') {
+    const auto close = text.find(']');
+    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      return make_error(Errc::usage, "not [ip]:port: " + text);
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+    e.v6 = true;
+  } else {
+    const auto colon = text.rfind(':');
+    if (colon == std::string::npos) return make_error(Errc::usage, "not ip:port: " + text);
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  if (e.v6) {
+    if (::inet_pton(AF_INET6, host.c_str(), e.ip.data()) != 1) return make_error(Errc::usage, "not an IPv6 address: " + host);
+  } else if (::inet_pton(AF_INET, host.c_str(), e.ip.data()) != 1) {
+    return make_error(Errc::usage, "not an IPv4 address: " + host);
+  }
+  char* end = nullptr;
+  const unsigned long p = std::strtoul(port.c_str(), &end, 10);
+  if (port.empty() || *end != '\0' || p > 65535) return make_error(Errc::usage, "not a port: " + port);
+  e.port = static_cast<std::uint16_t>(p);
+  return e;
+}
+
+Result<PcapngWriter::FlowId> PcapngWriter::open_flow(const std::string& client, const std::string& server,
+                                                      double ts) {
+  auto c = parse_endpoint(client);
+  if (!c) return std::move(c).error();
+  auto s = parse_endpoint(server);
+  if (!s) return std::move(s).error();
+  if (c->v6 != s->v6) return make_error(Errc::usage, "an IPv4 and an IPv6 endpoint in one flow");
+  Flow f;
+  f.end[0] = *c;
+  f.end[1] = *s;
+  // Fixed, distinct initial sequence numbers: the captures are made, not
+  // observed, and stay reproducible.
+  const auto id = static_cast<std::uint32_t>(flows_.size());
+  f.next[0] = 0x10000000u + id * 0x10000u;
+  f.next[1] = 0x80000000u + id * 0x10000u;
+  flows_.push_back(f);
+  Flow& flow = flows_.back();
+  if (auto st = packet(flow, 0, kSyn, {}, ts); !st) return std::move(st).error();
+  if (auto st = packet(flow, 1, kSyn | kAck, {}, ts); !st) return std::move(st).error();
+  if (auto st = packet(flow, 0, kAck, {}, ts); !st) return std::move(st).error();
+  return flows_.size() - 1;
+}
+
+Status PcapngWriter::write(FlowId id, bool from_client, std::span<const ByteSpan> pieces, double ts) {
+  if (id >= flows_.size() || !flows_[id].open) return make_error(Errc::internal, "no open flow " + std::to_string(id));
+  Flow& f = flows_[id];
+  const int from = from_client ? 0 : 1;
+  // Cut the pieces into segments of at most kMaxSegment bytes.
+  Buffer segment;
+  segment.reserve(kMaxSegment);
+  std::size_t total = 0;
+  for (ByteSpan p : pieces) total += p.size();
+  std::size_t sent = 0;
+  for (ByteSpan p : pieces) {
+    while (!p.empty()) {
+      const std::size_t k = std::min(p.size(), kMaxSegment - segment.size());
+      segment.insert(segment.end(), p.begin(), p.begin() + static_cast<std::ptrdiff_t>(k));
+      p = p.subspan(k);
+      if (segment.size() == kMaxSegment) {
+        sent += segment.size();
+        if (auto st = packet(f, from, sent == total ? (kAck | kPsh) : kAck, segment, ts); !st) return st;
+        segment.clear();
+      }
+    }
+  }
+  if (!segment.empty()) return packet(f, from, kAck | kPsh, segment, ts);
+  return {};
+}
+
+Status PcapngWriter::close_flow(FlowId id, double ts) {
+  if (id >= flows_.size() || !flows_[id].open) return {};
+  Flow& f = flows_[id];
+  if (auto st = packet(f, 0, kFin | kAck, {}, ts); !st) return st;
+  if (auto st = packet(f, 1, kFin | kAck, {}, ts); !st) return st;
+  if (auto st = packet(f, 0, kAck, {}, ts); !st) return st;
+  f.open = false;
+  return {};
+}
+
+Status PcapngWriter::commit(double ts) {
+  for (FlowId i = 0; i < flows_.size(); ++i)
+    if (auto st = close_flow(i, ts); !st) return st;
+  if (auto st = flush(); !st) return st;
+  return file_->commit();
+}
+
+Status PcapngWriter::packet(Flow& f, int from, std::uint8_t flags, ByteSpan payload, double ts) {
+  const Endpoint& src = f.end[from];
+  const Endpoint& dst = f.end[1 - from];
+  const bool v6 = src.v6;
+  const std::size_t ip_header = v6 ? 40 : 20;
+  const std::size_t tcp_length = 20 + payload.size();
+  Buffer& p = scratch_;
+  p.clear();
+  // Ethernet.
+  const std::uint8_t mac_a[6] = {0x02, 0, 0, 0, 0, 0x01}, mac_b[6] = {0x02, 0, 0, 0, 0, 0x02};
+  p.insert(p.end(), from == 0 ? mac_b : mac_a, (from == 0 ? mac_b : mac_a) + 6);  // destination
+  p.insert(p.end(), from == 0 ? mac_a : mac_b, (from == 0 ? mac_a : mac_b) + 6);  // source
+  put16be(p, v6 ? 0x86DD : 0x0800);
+  const std::size_t ip_at = p.size();
+  if (v6) {
+    put32be(p, 0x60000000u);
+    put16be(p, static_cast<std::uint16_t>(tcp_length));
+    p.push_back(6);   // next header: TCP
+    p.push_back(64);  // hop limit
+    p.insert(p.end(), src.ip.begin(), src.ip.end());
+    p.insert(p.end(), dst.ip.begin(), dst.ip.end());
+  } else {
+    p.push_back(0x45);
+    p.push_back(0);
+    put16be(p, static_cast<std::uint16_t>(ip_header + tcp_length));
+    put16be(p, static_cast<std::uint16_t>(packets_));  // identification
+    put16be(p, 0x4000);                                  // don't fragment
+    p.push_back(64);
+    p.push_back(6);
+    put16be(p, 0);  // checksum, below
+    p.insert(p.end(), src.ip.begin(), src.ip.begin() + 4);
+    p.insert(p.end(), dst.ip.begin(), dst.ip.begin() + 4);
+    Checksum c;
+    c.add(ByteSpan(p).subspan(ip_at, 20));
+    const std::uint16_t sum = c.value();
+    p[ip_at + 10] = static_cast<std::uint8_t>(sum >> 8);
+    p[ip_at + 11] = static_cast<std::uint8_t>(sum);
+  }
+  const std::size_t tcp_at = p.size();
+  put16be(p, src.port);
+  put16be(p, dst.port);
+  put32be(p, f.next[from]);
+  put32be(p, (flags & kAck) ? f.next[1 - from] : 0);
+  p.push_back(5 << 4);  // data offset: 20 bytes
+  p.push_back(flags);
+  put16be(p, 65535);
+  put16be(p, 0);  // checksum, below
+  put16be(p, 0);
+  p.insert(p.end(), payload.begin(), payload.end());
+  // TCP checksum over the pseudo header, the header and the payload.
+  Checksum c;
+  Buffer pseudo;
+  if (v6) {
+    pseudo.insert(pseudo.end(), src.ip.begin(), src.ip.end());
+    pseudo.insert(pseudo.end(), dst.ip.begin(), dst.ip.end());
+    put32be(pseudo, static_cast<std::uint32_t>(tcp_length));
+    put32be(pseudo, 6);
+  } else {
+    pseudo.insert(pseudo.end(), src.ip.begin(), src.ip.begin() + 4);
+    pseudo.insert(pseudo.end(), dst.ip.begin(), dst.ip.begin() + 4);
+    pseudo.push_back(0);
+    pseudo.push_back(6);
+    put16be(pseudo, static_cast<std::uint16_t>(tcp_length));
+  }
+  c.add(pseudo);
+  c.add(ByteSpan(p).subspan(tcp_at));
+  const std::uint16_t sum = c.value();
+  p[tcp_at + 16] = static_cast<std::uint8_t>(sum >> 8);
+  p[tcp_at + 17] = static_cast<std::uint8_t>(sum);
+
+  f.next[from] += static_cast<std::uint32_t>(payload.size()) + ((flags & (kSyn | kFin)) ? 1u : 0u);
+
+  // Enhanced packet block: interface 0, microseconds, lengths, the packet
+  // padded to 4 bytes, total length again.
+  const std::uint64_t micros = ts > 0 ? static_cast<std::uint64_t>(std::llround(ts * 1e6)) : 0;
+  const std::size_t padded = (p.size() + 3) / 4 * 4;
+  const std::uint32_t block = static_cast<std::uint32_t>(32 + padded);
+  Buffer head;
+  ByteWriter w(head);
+  w.u32_le(kEnhancedPacket);
+  w.u32_le(block);
+  w.u32_le(0);
+  w.u32_le(static_cast<std::uint32_t>(micros >> 32));
+  w.u32_le(static_cast<std::uint32_t>(micros));
+  w.u32_le(static_cast<std::uint32_t>(p.size()));
+  w.u32_le(static_cast<std::uint32_t>(p.size()));
+  p.resize(padded, 0);
+  Buffer tail;
+  ByteWriter tw(tail);
+  tw.u32_le(block);
+  pending_.insert(pending_.end(), head.begin(), head.end());
+  pending_.insert(pending_.end(), p.begin(), p.end());
+  pending_.insert(pending_.end(), tail.begin(), tail.end());
+  ++packets_;
+  return pending_.size() >= kFlushBytes ? flush() : Status{};
+}
+
+Status PcapngWriter::flush() {
+  if (pending_.empty()) return {};
+  auto st = file_->write(pending_);
+  pending_.clear();
+  return st;
+}
+
+}  // namespace daskcaps::formats

@@ -1,0 +1,158 @@
+"""`dask-caps bridge` with the real Dask, 2022.12.1 and newest (issue 11).
+
+The cluster: a scheduler on 127.0.0.2 and a worker on 127.0.0.3, both with
+lz4, so they are different hosts to each other and to the client on
+127.0.0.1, and lz4 is used between them. Three clients that fail against it
+directly, each in a process of its own (tests/e2e/bridge_client.py):
+
+  nolz4    lz4, zstandard and snappy hidden: KeyError 'lz4' (the scheduler
+           relays the worker's lz4 frames, dask/distributed#7774)
+  pickle4  protocol 4 at most: "unsupported pickle protocol: 5"
+  cpu      a CuPy result from the worker (tests/e2e/fakecupy): No module
+           named 'cupy'
+
+Each must fail when connected directly (asserted), and get the right result
+through one bridge with --layout cpu. The bridge's --capture must show lz4
+on the upstream leg and no compression on the client leg; SIGTERM must end
+it with exit 0 and its counters.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import daskversions  # noqa: E402
+from daskcluster import DaskCluster  # noqa: E402
+
+DASK_CAPS = os.environ.get("DASK_CAPS") or os.path.join(HERE, "..", "..", "build", "dask-caps")
+FAKE_CUPY = os.path.join(HERE, "fakecupy")
+CLIENT = os.path.join(HERE, "bridge_client.py")
+N = 300_000  # float64 elements: 2.4 MB, which lz4 compresses
+EXPECTED_SUM = float(sum((i + 1) * 1.5 for i in range(N)))
+
+
+class BridgeProcess:
+    """`dask-caps bridge ...` in its own session; stopped by PID."""
+
+    def __init__(self, *args: str):
+        self.out = tempfile.NamedTemporaryFile(prefix="daskcaps-bridge-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen([DASK_CAPS, "bridge", *args], stdout=subprocess.PIPE,
+                                     stderr=self.out, text=True, start_new_session=True)
+        first = self.proc.stdout.readline()
+        if not first.startswith("listening on "):
+            self.proc.kill()
+            raise RuntimeError(f"bridge did not start: {first!r} {self.stderr()}")
+        self.address = first.split()[-1]
+        self.lines: list[str] = []
+
+    def stderr(self) -> str:
+        with open(self.out.name, errors="replace") as f:
+            return f.read()
+
+    def stop(self, sig=signal.SIGTERM, timeout: float = 30) -> tuple[int, str]:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+        try:
+            rest, _ = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            rest, _ = self.proc.communicate()
+        return self.proc.returncode, rest
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.communicate()
+        os.unlink(self.out.name)
+
+
+def run_client(dask, mode: str, address: str) -> dict:
+    p = subprocess.run([dask.python, CLIENT, mode, address, str(N)], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, DASK_DISTRIBUTED__COMM__COMPRESSION="auto"))
+    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+    if not lines:
+        raise AssertionError(f"client {mode} printed no result (rc {p.returncode}):\n{p.stdout}\n{p.stderr[-3000:]}")
+    return json.loads(lines[-1])
+
+
+@daskversions.for_each_dask
+class BridgeMakesMismatchedClientsWork:
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = DaskCluster(cls.dask)
+        env = {"DASK_DISTRIBUTED__COMM__COMPRESSION": "lz4"}
+        cls.sched = cls.cluster.start_scheduler(env=env, host="127.0.0.2")
+        worker_env = dict(env, PYTHONPATH=FAKE_CUPY)
+        cls.cluster.start_worker(cls.sched, "w1", env=worker_env, host="127.0.0.3")
+        cls.cluster.wait_for_workers(cls.sched, 1)
+        cls.tmp = tempfile.TemporaryDirectory(prefix="daskcaps-bridge-test-")
+        cls.capture = os.path.join(cls.tmp.name, "bridge.pcapng")
+        cls.bridge = BridgeProcess("--listen", "tcp://127.0.0.1:0", "--upstream", cls.sched.address,
+                                   "--layout", "cpu", "--capture", cls.capture)
+        cls.results = {}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.bridge.close()
+        cls.cluster.close()
+        cls.tmp.cleanup()
+
+    def check_fails_directly_and_works_through_the_bridge(self, mode: str, direct_error: str):
+        direct = run_client(self.dask, mode, self.sched.address)
+        self.assertFalse(direct["ok"], f"{mode} unexpectedly worked directly: {direct}")
+        self.assertIn(direct_error, direct["error"])
+        through = run_client(self.dask, mode, self.bridge.address)
+        self.assertTrue(through["ok"], f"{mode} through the bridge: {through}\n{self.bridge.stderr()}")
+        self.assertEqual(through["len"], N)
+        self.assertEqual(through["sum"], EXPECTED_SUM)
+        return through
+
+    def test_a_client_without_lz4(self):
+        self.check_fails_directly_and_works_through_the_bridge("nolz4", "KeyError: 'lz4'")
+
+    def test_a_client_that_reads_pickle_protocol_4_at_most(self):
+        self.check_fails_directly_and_works_through_the_bridge("pickle4", "unsupported pickle protocol: 5")
+
+    def test_a_cpu_only_client_gathering_a_cupy_result(self):
+        through = self.check_fails_directly_and_works_through_the_bridge("cpu", "No module named 'cupy'")
+        self.assertEqual(through["type"], "numpy.ndarray")
+
+    def test_zz_sigterm_exits_0_and_the_capture_shows_each_leg(self):
+        # Runs last (name order): it stops the bridge.
+        run_client(self.dask, "plain", self.bridge.address)
+        rc, out = self.bridge.stop()
+        self.assertEqual(rc, 0, f"{out}\n{self.bridge.stderr()}")
+        self.assertIn("stats: connections", out)
+        self.assertRegex(out, r"session \d+: client .* <-> upstream ")
+        p = subprocess.run([DASK_CAPS, "inspect", "--json", self.capture], capture_output=True, text=True,
+                           timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        doc = json.loads(p.stdout)
+        self.assertEqual(doc["format"], "pcapng")
+        sched_port = self.sched.address.rsplit(":", 1)[1]
+        bridge_port = self.bridge.address.rsplit(":", 1)[1]
+        upstream_conns = {c["id"] for c in doc["connections"] if c["server"].endswith(":" + sched_port)}
+        client_conns = {c["id"] for c in doc["connections"] if c["server"].endswith(":" + bridge_port)}
+        self.assertTrue(upstream_conns and client_conns, doc["connections"])
+        codecs = {"upstream": set(), "client": set()}
+        for m in doc["messages"]:
+            leg = "upstream" if m.get("connection") in upstream_conns else "client"
+            for obj in m.get("objects", []):
+                for c in obj.get("compression", []) or []:
+                    codecs[leg].add(c)
+        self.assertIn("lz4", codecs["upstream"], codecs)
+        self.assertNotIn("lz4", codecs["client"], codecs)
+        self.assertEqual(doc["summary"]["messages"], len(doc["messages"]))
+
+
+if __name__ == "__main__":
+    daskversions.main()
