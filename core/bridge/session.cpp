@@ -97,9 +97,8 @@ void Session::Side::on_read(net::Connection&, ByteSpan data) {
 
 void Session::Side::on_read_eof(net::Connection&) {
   eof = true;
-  if (!in.at_boundary())
-    session.log(std::string(session.name(*this)) + " closed in the middle of a message (" +
-                std::to_string(in.buffered()) + " bytes of it dropped)");
+  finish_one = false;
+  session.note_partial(*this, "");
   session.start_closing();
 }
 
@@ -111,7 +110,7 @@ void Session::Side::on_closed(net::Connection&, const Status& why) { session.on_
 
 void Session::update_reading(Side& s) {
   if (!s.conn || s.closed) return;
-  bool want = !s.eof && !s.pending && state_ != State::closing && state_ != State::done;
+  bool want = !s.eof && !s.pending && state_ != State::done && (state_ != State::closing || s.finish_one);
   if (want) {
     if (state_ != State::open) want = !s.handshake;  // only the handshake until both are in
     const Side& o = other(s);
@@ -124,7 +123,7 @@ void Session::update_reading(Side& s) {
 }
 
 void Session::process(Side& s) {
-  while (state_ != State::closing && state_ != State::done) {
+  while (state_ != State::done && (state_ != State::closing || s.finish_one)) {
     if (s.pending) {
       if (!submit(s, *s.pending)) break;
       s.pending.reset();
@@ -164,10 +163,13 @@ void Session::process(Side& s) {
     in.frames = std::move(msg.frames);
     in.storage = std::move(msg.storage);
     ++s.in_flight;
+    const bool last = s.finish_one;
+    s.finish_one = false;
     if (!submit(s, in)) {
       s.pending = std::move(in);
       break;
     }
+    if (last) break;
   }
   if (s.in.at_boundary()) s.in.release_idle();
   update_reading(s);
@@ -331,7 +333,12 @@ void Session::fail(const std::string& why) {
   start_closing();
 }
 
-void Session::begin_shutdown() { start_closing(); }
+void Session::begin_shutdown() {
+  // A message half read goes on to its end and is sent on; nothing after it.
+  if (state_ == State::open)
+    for (Side* x : {&client_, &upstream_}) x->finish_one = !x->closed && !x->eof && !x->in.at_boundary();
+  start_closing();
+}
 
 void Session::start_closing() {
   if (state_ == State::closing || state_ == State::done) {
@@ -346,20 +353,29 @@ void Session::start_closing() {
       s->pending.reset();
       if (s->in_flight > 0) --s->in_flight;
     }
-    if (s->conn && !s->closed) s->conn->pause_reading();
+    if (s->conn && !s->closed && !s->finish_one) s->conn->pause_reading();
   }
   maybe_close();
 }
 
 void Session::maybe_close() {
   // Whatever was recoded goes out first; nothing is cut in the middle.
-  if (client_.in_flight > 0 || upstream_.in_flight > 0) return;
+  if (client_.in_flight > 0 || upstream_.in_flight > 0 || client_.finish_one || upstream_.finish_one) return;
   for (Side* s : {&client_, &upstream_})
     if (s->conn && !s->closed) s->conn->close_when_flushed();
 }
 
+void Session::note_partial(Side& s, const std::string& why) {
+  if (s.in.at_boundary() || s.noted_partial) return;
+  s.noted_partial = true;
+  log(std::string(name(s)) + " closed in the middle of a message (" + std::to_string(s.in.buffered()) +
+      " bytes of it dropped, nothing of it sent on)" + (why.empty() ? "" : ": " + why));
+}
+
 void Session::on_side_closed(Side& s, const Status& why) {
   s.closed = true;
+  s.finish_one = false;
+  if (!why) note_partial(s, why.error().message());
   if (!why && !failed_ && state_ != State::closing)
     log(std::string(name(s)) + " " + s.peer + ": " + why.error().message());
   if (state_ != State::closing && state_ != State::done) start_closing();

@@ -65,6 +65,8 @@ class Session {
     std::uint64_t read_index = 0;  // messages read from this side, handshake included
     bool eof = false;
     bool closed = false;
+    bool finish_one = false;
+    bool noted_partial = false;  // at shutdown: the message half read is read to its end and sent on
     std::string peer;
   };
 
@@ -82,6 +84,7 @@ class Session {
   void start_closing();
   void maybe_close();
   void on_side_closed(Side& s, const Status& why);
+  void note_partial(Side& s, const std::string& why);
   void log(const std::string& line);
   std::string describe(const Handshake& h) const;
 
