@@ -4,7 +4,9 @@ request, what only that version's own code may decide (test support).
 Started by daskversions.Oracle as `<python> daskoracle.py`. It reads
 requests from stdin (u64 length + pickle of (name, args, kwargs)) and
 answers each on stdout (u64 length + pickle of ("ok", result) or ("error",
-traceback)). Everything the process prints goes to stderr. The functions
+traceback)), pickle protocol 5 (protocol 4 loses the byte order of a
+big-endian NumPy array in numpy 1.24). Everything the process prints goes
+to stderr. The functions
 below are the requests; they import distributed lazily, so they use
 whichever Dask this interpreter has.
 """
@@ -79,16 +81,26 @@ def package_versions(names):
 
 # ---- live peers ---------------------------------------------------------
 
-def negotiate(address, compression, local_host=None):
+def _connection_args(tls):
+    """connect()'s TLS arguments for (ca, cert, key), or {}."""
+    if not tls:
+        return {}
+    from distributed.security import Security
+    sec = Security(tls_ca_file=tls[0], tls_client_cert=tls[1], tls_client_key=tls[2],
+                   require_encryption=True)
+    return sec.get_connection_args("client")
+
+
+def negotiate(address, compression, tls=None):
     """What this Dask's connect() negotiates with the peer at `address`
     when configured with `compression`: (handshake_options, remote_info,
-    local_info), with tuples as lists."""
+    local_info), with tuples as lists. tls: (ca, cert, key) files."""
     import dask
     from distributed.comm import connect
 
     async def go():
         with dask.config.set({"distributed.comm.compression": compression}):
-            comm = await connect(address)
+            comm = await connect(address, **_connection_args(tls))
             try:
                 return dict(comm.handshake_options), dict(comm.remote_info), dict(comm.local_info)
             finally:
@@ -104,13 +116,7 @@ def rpc_call(address, op, tls=None, **kwargs):
     from distributed.core import rpc
 
     async def go():
-        args = {}
-        if tls:
-            from distributed.security import Security
-            sec = Security(tls_ca_file=tls[0], tls_client_cert=tls[1], tls_client_key=tls[2],
-                           require_encryption=True)
-            args = sec.get_connection_args("client")
-        async with rpc(address, timeout=10, connection_args=args) as r:
+        async with rpc(address, timeout=10, connection_args=_connection_args(tls)) as r:
             return await getattr(r, op)(**kwargs)
 
     return asyncio.run(go())
@@ -296,6 +302,27 @@ def expected_objects(frames):
     return shape, out
 
 
+def expected_stream(data):
+    """expected_objects() of every message of a raw stream after the
+    handshake, with the frame lengths: [(frame lengths, shape, objects)]."""
+    import daskwire
+
+    out = []
+    for frames in daskwire.split_stream(data, allow_short=True)[1:]:
+        shape, objects = expected_objects(frames)
+        out.append(([len(f) for f in frames], shape, objects))
+    return out
+
+
+def loads_messages(data):
+    """Every message of a raw stream after the handshake, as this Dask's
+    loads gives it back (for plain results: arrays, frames, containers)."""
+    import daskwire
+    from distributed.protocol import loads
+
+    return [loads(frames) for frames in daskwire.split_stream(data, allow_short=True)[1:]]
+
+
 def loads_streams(paths):
     """Loads every message of each raw stream (handshake skipped); per path
     the number of messages, or the first error."""
@@ -399,9 +426,9 @@ def _serve():
         except BaseException:  # noqa: BLE001 - every failure goes back to the test
             result = ("error", traceback.format_exc())
         try:
-            body = pickle.dumps(result, protocol=4)
+            body = pickle.dumps(result, protocol=5)
         except Exception:  # noqa: BLE001
-            body = pickle.dumps(("error", "result not picklable: " + traceback.format_exc()), protocol=4)
+            body = pickle.dumps(("error", "result not picklable: " + traceback.format_exc()), protocol=5)
         replies.write(struct.pack("<Q", len(body)) + body)
         replies.flush()
 

@@ -95,7 +95,7 @@ class Oracle:
         """Runs daskoracle.<name>(*args, **kwargs) there and returns its result."""
         if self.proc.poll() is not None:
             raise OracleError(f"the {self.label} oracle has exited ({self.proc.returncode}):\n{self._log_tail()}")
-        body = pickle.dumps((name, args, kwargs), protocol=4)
+        body = pickle.dumps((name, args, kwargs), protocol=5)
         self.proc.stdin.write(struct.pack("<Q", len(body)) + body)
         self.proc.stdin.flush()
         deadline = time.monotonic() + timeout
@@ -151,23 +151,26 @@ class DaskVersion:
 
     @property
     def label(self) -> str:
-        if self._info is not None:
-            return self._info["distributed"]
-        return self.release or self.key
+        if self.release:
+            return self.release
+        return self._info["distributed"] if self._info is not None else self.key
 
     @property
     def distributed(self) -> str:
         return self.info()["distributed"]
 
+    def at_least(self, year: int, month: int) -> bool:
+        """distributed is that release or later."""
+        parts = self.distributed.split(".")
+        try:
+            return (int(parts[0]), int(parts[1])) >= (year, month)
+        except (IndexError, ValueError):
+            return False
+
     @property
     def newest_rules(self) -> bool:
         """distributed 2023.5.0 or later: None to peers on the same host."""
-        parts = self.distributed.split(".")
-        try:
-            year, month = int(parts[0]), int(parts[1])
-        except (IndexError, ValueError):
-            return False
-        return (year, month) >= (2023, 5)
+        return self.at_least(2023, 5)
 
     def __repr__(self) -> str:
         return f"Dask {self.label}"
