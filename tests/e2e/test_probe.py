@@ -26,7 +26,6 @@ Every process started here is stopped by its PID.
 
 import json
 import os
-import pickle
 import socket
 import struct
 import subprocess
