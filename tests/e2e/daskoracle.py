@@ -323,22 +323,20 @@ def loads_messages(data):
     return [loads(frames) for frames in daskwire.split_stream(data, allow_short=True)[1:]]
 
 
-def loads_streams(paths):
-    """Loads every message of each raw stream (handshake skipped); per path
-    the number of messages, or the first error."""
+def load_errors(path):
+    """Each message of a raw stream (handshake skipped) that this Dask's
+    loads refuses: [(index, "Type: text")]."""
     import daskwire
     from distributed.protocol import loads
 
-    out = {}
-    for path in paths:
-        with open(path, "rb") as f:
-            msgs = daskwire.split_stream(f.read(), allow_short=True)[1:]
+    with open(path, "rb") as f:
+        msgs = daskwire.split_stream(f.read(), allow_short=True)
+    out = []
+    for i, frames in enumerate(msgs[1:], 1):
         try:
-            for frames in msgs:
-                loads(frames)
-            out[path] = len(msgs)
-        except Exception as e:  # noqa: BLE001
-            out[path] = f"{type(e).__name__}: {e}"
+            loads(frames)
+        except Exception as e:  # noqa: BLE001 - the answer is the error
+            out.append((i, f"{type(e).__name__}: {e}"))
     return out
 
 

@@ -60,6 +60,20 @@ def run_caps(*args, env_extra=None):
                           stderr=subprocess.PIPE, text=True, timeout=TIMEOUT)
 
 
+_PROBE_DIR = tempfile.TemporaryDirectory(prefix="daskcaps-check-")
+
+
+def this_host():
+    """A probe file of this host (configured with lz4), made once: `--as`
+    it spares each check its own probe of this host. The cases that show
+    what a plain `check ADDRESS` does run without it."""
+    path = os.path.join(_PROBE_DIR.name, "this-host.json")
+    if not os.path.exists(path):
+        r = run_caps("probe", "--json", "-o", path)
+        assert r.returncode == 0, r.stderr
+    return path
+
+
 def pair(doc, a, b):
     for p in doc["pairs"]:
         if (p["a"], p["b"]) in ((a, b), (b, a)):
@@ -120,7 +134,7 @@ class CheckAgainstDask(ClusterCase):
     def test_handshake_is_reported_exactly_as_sent(self):
         info = self.dask.info()
         raw = read_handshake(self.sched.address)
-        _, doc = self.check_json(self.sched.address)
+        _, doc = self.check_json("--as", this_host(), self.sched.address)
         ep = doc["endpoints"][0]
         self.assertEqual(ep["address"], self.sched.address)
         self.assertTrue(ep["address"].startswith("tcp://127.0.0.2:"), ep["address"])
@@ -146,7 +160,7 @@ class CheckAgainstDask(ClusterCase):
     def test_lz4_against_zstd_negotiates_none_like_dask(self):
         options, remote = self.negotiation(self.w2.address, "lz4")
         self.assertIsNone(options["compression"])
-        r, doc = self.check_json(self.w2.address)
+        r, doc = self.check_json("--as", this_host(), self.w2.address)
         self.assertEqual(r.returncode, 1 if self.dask.newest_rules else 0, r.stderr)  # 2026: package-mismatch
         self.assertEqual(doc["local"]["handshake"]["compression"], "lz4")
         ep = doc["endpoints"][0]
@@ -171,7 +185,7 @@ class CheckAgainstDask(ClusterCase):
         self.assertEqual(p["recommended"]["pickle-protocol"], 5)
         self.assertEqual(p["recommended"]["layout"], "cpu")
         # --fail-on warning turns it into exit 1.
-        r2 = run_caps("check", "--fail-on", "warning", self.w2.address)
+        r2 = run_caps("check", "--fail-on", "warning", "--as", this_host(), self.w2.address)
         self.assertEqual(r2.returncode, 1, r2.stderr)
         self.assertIn("compression-mismatch", r2.stdout)
         self.assertIn("hint:", r2.stdout)
@@ -179,7 +193,7 @@ class CheckAgainstDask(ClusterCase):
     def test_lz4_against_lz4_negotiates_lz4_like_dask(self):
         options, _ = self.negotiation(self.w1.address, "lz4")
         self.assertEqual(options["compression"], "lz4")
-        _, doc = self.check_json(self.w1.address)
+        _, doc = self.check_json("--as", this_host(), self.w1.address)
         p = doc["pairs"][0]
         self.assertEqual(p["dask"]["compression"], "lz4")
         self.assertNotIn("compression-mismatch", codes(p))
@@ -197,7 +211,7 @@ class CheckAgainstDask(ClusterCase):
         self.assertEqual(p["dask"]["scheduler-initiated"]["pickle-protocol"], 4)
 
     def test_workers_finds_every_worker_of_the_scheduler(self):
-        r, doc = self.check_json("--workers", self.sched.address)
+        r, doc = self.check_json("--as", this_host(), "--workers", self.sched.address)
         listed = set(self.identity["workers"])
         found = {e["address"] for e in doc["endpoints"] if e.get("discovered-by") == self.sched.address}
         self.assertEqual(found, listed)
@@ -299,7 +313,7 @@ class CheckSameHost(ClusterCase):
             self.assertIn("PR #7768", infos[0]["message"])
             self.assertIn("cannot be seen from this host", infos[0]["message"])
             self.assertNotIn("DASK_DISTRIBUTED__COMM__COMPRESSION", infos[0]["hint"])
-            text = run_caps("check", self.sched.address).stdout
+            text = run_caps("check", "--as", this_host(), self.sched.address).stdout
             self.assertNotIn("warning compression-mismatch", text)
             self.assertIn("compression None (to this host, which it shares)", text)
         else:
@@ -325,7 +339,7 @@ class CheckSameHost(ClusterCase):
     def test_workers_on_this_host(self):
         # What the worker's comm to the scheduler negotiates, as Dask computes it.
         options, _ = self.negotiation(self.sched.address, "zstd")
-        r, doc = self.check_json("--workers", self.sched.address)
+        r, doc = self.check_json("--as", this_host(), "--workers", self.sched.address)
         p = pair(doc, self.sched.address, self.worker.address)
         self.assertEqual(p["dask"]["compression"], options["compression"])
         self.assertIsNone(p["dask"]["compression"])

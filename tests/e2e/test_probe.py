@@ -13,7 +13,8 @@ What is proven here:
   - its `handshake` is byte for byte the handshake a real
     `distributed.comm.listen` listener of that version writes to a client on
     another host (the listener on 127.0.0.2, read with a raw socket from
-    127.0.0.1), for compression auto (lz4), zstd, False and None; a newest
+    127.0.0.1; one listener per version, configured to each value in turn),
+    for compression auto (lz4), the default, zstd, False and None; a newest
     listener sends None to a client on its own host whatever it is
     configured with, and the text report says so;
   - an unknown configured codec: 2022.12 cannot import distributed, 2026
@@ -43,12 +44,21 @@ BUILD_DIR = os.environ.get("DASKCAPS_BUILD_DIR", "")
 FAKE_CUDA = os.path.join(BUILD_DIR, "tests", "helpers", "libfake_cuda.so")
 TIMEOUT = 120
 
-# A real Dask listener: prints its address, then serves until killed. Each
-# connection gets Dask's own handshake (Listener.on_connection) first.
+# A real Dask listener on each address given: prints their addresses, then
+# serves until killed. Each connection gets Dask's own handshake
+# (Listener.on_connection) first, made at that moment from the configuration;
+# a JSON line on stdin sets distributed.comm.compression ("default": what it
+# was at start), answered with "configured" once set.
 LISTENER = r"""
 import asyncio
+import json
 import sys
+import threading
+
+import dask
 from distributed.comm import listen
+
+DEFAULT = dask.config.get("distributed.comm.compression")
 
 async def handle(comm):
     try:
@@ -57,10 +67,20 @@ async def handle(comm):
         pass
     await comm.close()
 
+def configure():
+    for line in sys.stdin:
+        value = json.loads(line)
+        dask.config.set({"distributed.comm.compression": DEFAULT if value == "default" else value})
+        print("configured", flush=True)
+
 async def main():
-    listener = listen("tcp://%s:0" % sys.argv[1], handle)
-    await listener.start()
-    print(listener.contact_address, flush=True)
+    listeners = []
+    for host in sys.argv[1:]:
+        listener = listen("tcp://%s:0" % host, handle)
+        await listener.start()
+        listeners.append(listener)
+    print(" ".join(l.contact_address for l in listeners), flush=True)
+    threading.Thread(target=configure, daemon=True).start()
     await asyncio.sleep(3600)
 
 asyncio.run(main())
@@ -119,37 +139,43 @@ def write_dask_message(sock, frames):
     sock.sendall(header + b"".join(frames))
 
 
-def handshake_from_real_listener(compression_env, python, host="127.0.0.2"):
-    """Starts a real Dask listener of `python` on `host` with
-    DASK_DISTRIBUTED__COMM__COMPRESSION set as given (None: unset), reads
-    the handshake it writes on a raw socket from 127.0.0.1, answers with one
-    of ours, and stops the listener."""
-    env = env_with(DASK_DISTRIBUTED__COMM__COMPRESSION=compression_env)
-    proc = subprocess.Popen(
-        [python, "-c", LISTENER, host],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        address = proc.stdout.readline().strip()
-        if not address.startswith("tcp://"):
-            proc.kill()
-            raise AssertionError("listener did not start: %r %s" % (address, proc.stderr.read()))
-        host, port = address[len("tcp://"):].rsplit(":", 1)
-        with socket.create_connection((host, int(port)), timeout=30) as sock:
+class RealListener:
+    """A real Dask listener of `python` on 127.0.0.2 (another host to a
+    client on 127.0.0.1) and on 127.0.0.1 (this host), started with the
+    configuration unset; stopped by its PID."""
+
+    def __init__(self, python):
+        env = env_with(DASK_DISTRIBUTED__COMM__COMPRESSION=None)
+        self.proc = subprocess.Popen([python, "-c", LISTENER, "127.0.0.2", "127.0.0.1"], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, start_new_session=True)
+        line = self.proc.stdout.readline().split()
+        if len(line) != 2:
+            self.close()
+            raise AssertionError("listener did not start: %r %s" % (line, self.proc.stderr.read()))
+        self.addresses = {"127.0.0.2": line[0], "127.0.0.1": line[1]}
+
+    def handshake(self, compression, host="127.0.0.2"):
+        """The handshake frame the listener on `host` writes to a raw socket
+        from 127.0.0.1 once configured with `compression` (a config value,
+        or "default"); the socket answers with a handshake of ours."""
+        self.proc.stdin.write(json.dumps(compression) + "\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "configured"
+        address = self.addresses[host]
+        h, port = address[len("tcp://"):].rsplit(":", 1)
+        with socket.create_connection((h, int(port)), timeout=30) as sock:
             frames = read_dask_message(sock)
             assert len(frames) == 1, frames
             ours = {"compression": None, "python": list(sys.version_info[:3]), "pickle-protocol": 5}
             write_dask_message(sock, [msgpack.dumps(ours, use_bin_type=True)])
         return frames[0]
-    finally:
+
+    def close(self):
         from daskcluster import stop_process
-        stop_process(proc)
-        proc.stdout.close()
-        proc.stderr.close()
+        stop_process(self.proc)
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            f.close()
 
 
 @daskversions.for_each_dask
@@ -199,8 +225,17 @@ class HandshakeAgainstRealListener:
     """The handshake probe reports is the one a real Dask listener sends to
     a client on another host."""
 
+    @classmethod
+    def setUpClass(cls):
+        cls.listener = RealListener(cls.dask.python)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.listener.close()
+
     def check(self, compression_env, expected_compression, expected_codecs):
-        wire = handshake_from_real_listener(compression_env, self.dask.python)
+        config = {None: "default", "False": False, "None": None}.get(compression_env, compression_env)
+        wire = self.listener.handshake(config)
         doc = probe_json("--python", self.dask.python,
                          env=env_with(DASK_DISTRIBUTED__COMM__COMPRESSION=compression_env))
         handshake = doc["handshake"]
@@ -244,7 +279,7 @@ class HandshakeAgainstRealListener:
         """Newest Dask sends None to a client on its own host, whatever its
         configuration (distributed PR #7768); 2022.12 sends its codec. The
         probe's handshake is the one for other hosts, and the text says so."""
-        wire = handshake_from_real_listener("zstd", self.dask.python, host="127.0.0.1")
+        wire = self.listener.handshake("zstd", host="127.0.0.1")
         sent = msgpack.loads(wire, raw=False)
         self.assertEqual(sent["compression"], None if self.dask.newest_rules else "zstd")
         env = env_with(DASK_DISTRIBUTED__COMM__COMPRESSION="zstd")
