@@ -16,9 +16,10 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/base/atomic_file.h"
-#include "core/wire/msgpack.h"
+#include "core/caps/caps.h"
 #include "core/caps/probe.h"
 #include "core/caps/probe_file.h"
+#include "core/wire/msgpack.h"
 
 namespace daskcaps::cli {
 
@@ -114,9 +115,12 @@ void render_text(const HostProbe& p, std::ostream& out) {
   if (p.python && p.python_error) out << "  warning: " << *p.python_error << '\n';
 
   label("handshake");
-  if (p.handshake)
+  if (p.handshake) {
     out << msgpack::repr(p.handshake->to_msgpack()) << '\n';
-  else
+    if (p.python && dask_rules_for_version(p.python->distributed.value_or("")) == DaskRules::newest)
+      out << "                  to peers on other hosts; to a peer on this host distributed "
+          << p.python->distributed.value_or("") << " sends compression None (distributed PR #7768)\n";
+  } else
     out << "none (no Dask here)\n";
 
   label("capabilities");

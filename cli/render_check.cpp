@@ -202,6 +202,7 @@ void render_check_text(const Report& rep, std::ostream& out) {
     std::string s;
     if (p.handshake) {
       s += "compression " + (p.handshake->compression ? short_compression(*p.handshake->compression) : "<missing>");
+      if (p.compression_hidden) s += " (to this host, which it shares)";
       s += ", pickle " + (p.handshake->pickle_protocol ? std::to_string(*p.handshake->pickle_protocol)
                                                          : std::string("<missing>"));
     } else {

@@ -16,6 +16,9 @@
 //      --gpu the GPU, --codecs the ordered codec list it decodes (default:
 //      the advertised codec first, then every codec of this build),
 //      --dask-version the dask and distributed of its versions reply.
+//   A profile whose distributed is 2023.5.0 or later sends compression None
+//   to a client on its own host (equal local and peer IP), as those
+//   releases do (distributed PR #7768).
 // Listeners: each --listen address (default tcp://127.0.0.1:0), --count
 // times each (port 0 only), all of --type (default Scheduler); --workers N
 // adds N Worker listeners on the first listen host, which a Scheduler lists
@@ -224,6 +227,10 @@ Result<server::Profile> build_profile(const ServeArgs& args) {
   profile.handshake = std::move(h);
   profile.capabilities = caps;
   profile.versions = versions_reply(python, packages);
+  // A Dask of 2023.5 or later sends None to a client on its own host.
+  const auto distributed = packages.find("distributed");
+  profile.none_to_same_host = distributed != packages.end() && distributed->second &&
+                              dask_rules_for_version(*distributed->second) == DaskRules::newest;
   return profile;
 }
 

@@ -9,8 +9,10 @@ packages=(
   # libraries
   libcli11-dev nlohmann-json3-dev liblz4-dev libzstd-dev libsnappy-dev zlib1g-dev
   doctest-dev libmsgpack-cxx-dev libssl-dev
-  # the reference implementation the end-to-end tests run against
+  # the reference implementations the end-to-end tests run against: Debian's
+  # Dask 2022.12.1, and what Dask 2026.7.1 (../shared) needs on Python 3.11
   python3-distributed python3-lz4 python3-zstandard python3-snappy python3-numpy python3-pandas
+  python3-importlib-metadata
   # tests: certificates, captures, fuzzing
   openssl tcpdump clang libclang-rt-14-dev
 )

@@ -229,6 +229,13 @@ Peer peer_from_live(std::string name, std::string role, std::string host,
     if (it == p.packages.end()) return std::nullopt;
     return it->second.has_value();
   };
+  // From 2025.4.0 (distributed PR #9048) `versions` reads distribution
+  // metadata, so python-snappy answers for snappy; before, nothing did.
+  bool by_distribution = false;
+  if (auto d = p.packages.find("distributed"); d != p.packages.end() && d->second) {
+    const auto n = version_numbers(*d->second);
+    by_distribution = n.size() >= 2 && (n[0] > 2025 || (n[0] == 2025 && n[1] >= 4));
+  }
   for (std::string_view codec : kOrderedCodecs) {
     if (contains(p.codecs, codec)) continue;
     if (codec == "zlib") {
@@ -238,9 +245,10 @@ Peer peer_from_live(std::string name, std::string role, std::string host,
     std::optional<bool> present;
     if (codec == "lz4") present = has_package("lz4");
     if (codec == "zstd") present = has_package("zstandard");
+    if (codec == "snappy" && by_distribution) present = has_package("python-snappy");
     if (present && *present)
       p.codecs.emplace_back(codec);
-    else if (!present || codec == "snappy")
+    else if (!present || (codec == "snappy" && !by_distribution))
       p.codecs_unknown.emplace_back(codec);
   }
   p.max_pickle_protocol = handshake.pickle_protocol.value_or(5);
@@ -283,10 +291,17 @@ std::optional<std::string> best_codec(const Peer& sender, const Peer& receiver) 
   return std::nullopt;
 }
 
-Recommendation recommend(const Peer& a, const Peer& b) {
+bool uncompressed_by_design(const Peer& a, const Peer& b, bool same_host) {
+  return same_host && a.handshake && b.handshake &&
+         (a.rules == DaskRules::newest || b.rules == DaskRules::newest);
+}
+
+Recommendation recommend(const Peer& a, const Peer& b, bool same_host) {
   Recommendation r;
-  r.a_to_b.codec = best_codec(a, b);
-  r.b_to_a.codec = best_codec(b, a);
+  if (!uncompressed_by_design(a, b, same_host)) {
+    r.a_to_b.codec = best_codec(a, b);
+    r.b_to_a.codec = best_codec(b, a);
+  }
   r.a_to_b.layout = b.gpu.value_or(false) ? "gpu" : "cpu";
   r.b_to_a.layout = a.gpu.value_or(false) ? "gpu" : "cpu";
   r.pickle_protocol = std::min(a.max_pickle_protocol, b.max_pickle_protocol);
@@ -315,16 +330,58 @@ void incomplete_findings(const Peer& p, const Peer& other, std::vector<Finding>&
   out.push_back(std::move(f));
 }
 
+/// "scheduler tcp://... (distributed 2026.7.1)".
+std::string with_release(const Peer& p) {
+  auto d = p.packages.find("distributed");
+  if (d == p.packages.end() || !d->second) return describe(p);
+  return describe(p) + " (distributed " + *d->second + ")";
+}
+
+/// The info finding of a link Dask leaves uncompressed by design.
+void by_design_finding(const Peer& a, const Peer& b, std::vector<Finding>& out) {
+  const bool an = a.rules == DaskRules::newest;
+  const bool bn = b.rules == DaskRules::newest;
+  Finding f;
+  f.severity = Severity::info;
+  f.code = finding_code::kCompressionMismatch;
+  f.message = describe(a) + " and " + describe(b) + " run on one host, and " +
+              (an && bn ? "both send" : with_release(an ? a : b) + " sends") +
+              " compression None to a peer on " + (an && bn ? "their" : "its") +
+              " own host by design (distributed PR #7768, 2023.5.0): this link is same-host and "
+              "uncompressed whatever either side configures";
+  f.hint = "nothing to change: compression between processes of one host costs CPU and saves no "
+           "network traffic";
+  for (const Peer* p : {&a, &b}) {
+    if (!p->compression_hidden) continue;
+    f.message += "; the codec " + describe(*p) +
+                 " is configured with cannot be seen from this host, since it advertises None to "
+                 "every peer here";
+    f.hint += "; to see the codec " + describe(*p) + " uses towards other hosts, check it from another host";
+  }
+  out.push_back(std::move(f));
+}
+
 void compression_findings(const Peer& a, const Peer& b, const Handshake& ha, const Handshake& hb,
                           const DaskNegotiation& dask, std::vector<Finding>& out) {
+  // What a peer reached on its own host advertises to another host is not
+  // known: its None to us is the same-host rule.
+  for (const auto& [hidden, other] : {std::pair<const Peer&, const Peer&>{a, b},
+                                      std::pair<const Peer&, const Peer&>{b, a}}) {
+    if (!hidden.compression_hidden) continue;
+    Finding f;
+    f.severity = Severity::info;
+    f.code = finding_code::kCompressionMismatch;
+    f.message = with_release(hidden) +
+                " advertised compression None to this host because it runs here (distributed PR "
+                "#7768); the codec it advertises to " + describe(other) +
+                " cannot be seen from this host, so what Dask negotiates between them is not known";
+    f.hint = "check " + describe(hidden) + " from another host to see its codec";
+    out.push_back(std::move(f));
+    return;
+  }
   const CompressionValue& ca = *ha.compression;
   const CompressionValue& cb = *hb.compression;
   if (dask.compression.compresses() || (!ca.compresses() && !cb.compresses())) return;
-  // Newest releases drop compression on purpose between processes of one
-  // host: that is not a mismatch.
-  if (a.handshake && b.handshake && a.handshake->compression && b.handshake->compression &&
-      *a.handshake->compression == *b.handshake->compression)
-    return;
 
   Finding f;
   f.severity = Severity::warning;
@@ -436,7 +493,8 @@ void package_findings(const Peer& a, const Peer& b, std::vector<Finding>& out) {
     const auto& va = ia->second;
     const auto& vb = ib->second;
     if (!va && !vb) continue;
-    const bool codec_module = name == "lz4" || name == "zstandard" || name == "snappy";
+    const bool codec_module =
+        name == "lz4" || name == "zstandard" || name == "snappy" || name == "python-snappy";
     if (!va || !vb) {
       if (codec_module || name == "dask" || name == "distributed") continue;  // said elsewhere
       harmless += (harmless.empty() ? "" : ", ") + name + " " + (va ? *va : "missing") + " vs " +
@@ -505,7 +563,7 @@ void gpu_findings(const Peer& a, const Peer& b, std::vector<Finding>& out) {
 
 PairReport evaluate_pair(const Peer& a, const Peer& b, bool same_host) {
   PairReport r;
-  r.recommended = recommend(a, b);
+  r.recommended = recommend(a, b, same_host);
   incomplete_findings(a, b, r.findings);
   incomplete_findings(b, a, r.findings);
   if (a.handshake && b.handshake) {
@@ -521,7 +579,12 @@ PairReport evaluate_pair(const Peer& a, const Peer& b, bool same_host) {
       if (hs.pickle_protocol) hs.pickle_protocol = 4;
       r.scheduler_initiated = dask_negotiate(hs, scheduler == &a ? hb : ha);
     }
-    if (r.dask->ok) compression_findings(a, b, ha, hb, *r.dask, r.findings);
+    if (r.dask->ok) {
+      if (uncompressed_by_design(a, b, same_host))
+        by_design_finding(a, b, r.findings);
+      else
+        compression_findings(a, b, ha, hb, *r.dask, r.findings);
+    }
   } else {
     for (const Peer* p : {&a, &b}) {
       if (p->handshake) continue;
@@ -642,6 +705,7 @@ std::string capability_signature(const Peer& peer) {
   s += '\x1f';
   s += peer.gpu ? (*peer.gpu ? "gpu" : "cpu") : "?";
   s += '\x1f' + peer.python + '\x1f' + std::to_string(static_cast<int>(peer.rules));
+  s += peer.compression_hidden ? "\x1fhidden" : "";
   for (const auto& [k, v] : peer.packages) s += '\x1f' + k + "=" + v.value_or("\x01");
   return s;
 }

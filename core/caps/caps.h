@@ -90,7 +90,8 @@ struct Peer {
   /// Codecs it decodes, in the order it prefers to write them.
   std::vector<std::string> codecs;
   /// Codecs whose presence is not known (a live Dask peer's versions reply
-  /// cannot tell python-snappy apart from its absence). Never claimed missing.
+  /// of a release before 2025.4 cannot tell python-snappy apart from its
+  /// absence). Never claimed missing.
   std::vector<std::string> codecs_unknown;
   std::int64_t max_pickle_protocol = 5;  // highest protocol it reads
   std::optional<bool> gpu;               // nullopt: not known
@@ -100,6 +101,10 @@ struct Peer {
   /// True when codecs/pickle/gpu were published (probe file, dask-caps
   /// peer) rather than inferred from a Dask handshake and versions reply.
   bool published = false;
+  /// A live peer of the newest rules reached from its own host: the None
+  /// its handshake says is the same-host rule, not its configuration,
+  /// which cannot be seen from here.
+  bool compression_hidden = false;
 
   bool decodes(std::string_view codec) const;
   /// True only when the peer is known not to decode `codec`.
@@ -117,8 +122,9 @@ Peer peer_from_probe(const HostProbe& probe, std::string name, std::string role)
 /// identity (published by dask-caps peers: {"codecs": [...],
 /// "max-pickle-protocol": N, "gpu": bool}); otherwise they are inferred: the
 /// advertised codec first, then lz4, snappy, zstd (when the versions reply
-/// lists lz4 / zstandard with a version; python-snappy reports no version,
-/// so snappy stays unknown unless advertised), then zlib (Python's stdlib);
+/// lists lz4 / zstandard / python-snappy with a version; before 2025.4.0
+/// versions come from modules and python-snappy reports none, so snappy
+/// stays unknown there unless advertised), then zlib (Python's stdlib);
 /// max pickle protocol = the handshake's (Python's HIGHEST_PROTOCOL); GPU
 /// from the identity's "gpu" metrics when present, else unknown.
 Peer peer_from_live(std::string name, std::string role, std::string host,
@@ -145,6 +151,11 @@ DaskNegotiation dask_negotiate(const Handshake& local, const Handshake& remote);
 /// when it follows the newest rules and the other is on the same host.
 Handshake advertised_to(const Peer& peer, bool same_host);
 
+/// True when Dask leaves a link between them uncompressed whatever either
+/// side configures: they share a host and one follows the newest rules, so
+/// it advertises None (distributed PR #7768), and None equals no codec.
+bool uncompressed_by_design(const Peer& a, const Peer& b, bool same_host);
+
 // ---- the rule Dask should have ----------------------------------------
 
 struct DirectionPlan {
@@ -159,7 +170,10 @@ struct Recommendation {
 
 /// The first codec of `sender`'s preference that `receiver` decodes.
 std::optional<std::string> best_codec(const Peer& sender, const Peer& receiver);
-Recommendation recommend(const Peer& a, const Peer& b);
+/// best_codec per direction, except on a link Dask leaves uncompressed by
+/// design (uncompressed_by_design): compressing between processes of one
+/// host costs CPU and saves no network, so both directions stay uncompressed.
+Recommendation recommend(const Peer& a, const Peer& b, bool same_host = false);
 
 // ---- pairs --------------------------------------------------------------
 
@@ -176,7 +190,11 @@ struct PairReport {
 };
 
 /// Negotiation, recommendation and findings for one pair. `same_host`: both
-/// run on one host (decides what newest releases advertise).
+/// run on one host (decides what newest releases advertise). A link Dask
+/// leaves uncompressed by design gets an info finding that says so
+/// (compression-mismatch at info), never a compression warning; so does a
+/// pair with a compression_hidden peer, whose codec towards the other
+/// cannot be seen.
 PairReport evaluate_pair(const Peer& a, const Peer& b, bool same_host);
 
 // ---- relay through the scheduler (spec §3.7) ---------------------------

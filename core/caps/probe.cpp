@@ -135,6 +135,8 @@ Result<CompressionValue> advertised_compression(const PythonEnv& python) {
 
 Result<Handshake> dask_handshake(const PythonEnv& python) {
   if (python.dask_handshake) return *python.dask_handshake;
+  if (python.handshake_error)
+    return make_error(Errc::unknown_codec, "Dask cannot make its handshake: " + *python.handshake_error);
   auto compression = advertised_compression(python);
   if (!compression) return std::move(compression).error();
   Handshake h;
@@ -211,8 +213,9 @@ Result<HostProbe> probe_host(const ProbeOptions& options) {
   if (p.python) {
     auto h = dask_handshake(*p.python);
     if (!h) {
-      // Only a name distributed cannot import gets here; Dask itself would
-      // refuse to start with that setting.
+      // Only a configured codec distributed does not have gets here: Dask
+      // itself refuses to start with it (2022.12) or fails on its first
+      // connection (2023.5 and later).
       if (options.python_mode == ProbeOptions::PythonMode::named)
         return std::move(h.error().add_context(p.python->executable));
       p.python_error = h.error().message();

@@ -56,7 +56,7 @@ struct GpuInfo {
 
 /// What a Dask process started with one Python interpreter would use.
 struct PythonEnv {
-  std::string executable;  // sys.executable
+  std::string executable;  // as named with --python (a path), else sys.executable
   std::string version;     // "3.11.2": sys.version_info[:3]
   std::int64_t pickle_protocol = 0;  // pickle.HIGHEST_PROTOCOL
   std::optional<std::string> dask;
@@ -72,9 +72,15 @@ struct PythonEnv {
   /// or nullopt when not importable ("unknown" when importable but the
   /// version cannot be read).
   std::map<std::string, std::optional<std::string>> packages;
-  /// The dict Dask's own Comm.handshake_info() returned in that interpreter.
-  /// Not part of the python JSON object: it becomes HostProbe::handshake.
+  /// The dict Dask's own Comm.handshake_info() returned in that interpreter
+  /// (to a peer on another host). Not part of the python JSON object: it
+  /// becomes HostProbe::handshake.
   std::optional<Handshake> dask_handshake;
+  /// Why Dask could not make its handshake there (distributed 2023.5 and
+  /// later import with an unknown configured codec and fail on their first
+  /// connection: "ValueError: Invalid compression setting ..."). Not part of
+  /// the JSON either.
+  std::optional<std::string> handshake_error;
 };
 
 struct HostProbe {
@@ -134,8 +140,9 @@ std::vector<int> pickle_protocols_write();
 Result<CompressionValue> advertised_compression(const PythonEnv& python);
 
 /// The handshake dict Dask with this environment sends: dask_handshake when
-/// the interpreter reported it, else {advertised_compression, python version
-/// as [major, minor, micro], pickle_protocol}.
+/// the interpreter reported it; Errc::unknown_codec with its reason when it
+/// reported why it could not make one; else {advertised_compression, python
+/// version as [major, minor, micro], pickle_protocol}.
 Result<Handshake> dask_handshake(const PythonEnv& python);
 
 /// The extended capability set of a probed host:

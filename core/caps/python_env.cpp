@@ -64,13 +64,26 @@ import dask.config
 r["compression-config"] = config_value(dask.config.get("distributed.comm.compression", None))
 try:
     from distributed.protocol import compression as _c
-    r["compressions"] = sorted(k for k in _c.compressions if isinstance(k, str))
-    r["compression"] = config_value(_c.get_default_compression())
+    # Codecs only: since 2023.5 the table also holds "auto", an alias whose
+    # entry names the codec it stands for.
+    r["compressions"] = sorted(k for k, v in _c.compressions.items()
+                               if isinstance(k, str) and getattr(v, "name", k) == k)
+    if hasattr(_c, "get_default_compression"):
+        r["compression"] = config_value(_c.get_default_compression())
+    else:
+        r["compression"] = config_value(_c.get_compression_settings("distributed.comm.compression"))
 except Exception as e:
     r["compression-error"] = why(e)
 try:
     from distributed.comm.core import Comm
-    _h = Comm.handshake_info()
+    try:
+        _h = Comm.handshake_info()
+    except TypeError:
+        # 2023.5 and later: a method of the comm, which sends None to a peer
+        # on its own host; ask what it sends to another host.
+        class _ToAnotherHost(object):
+            same_host = False
+        _h = Comm.handshake_info(_ToAnotherHost())
     r["handshake"] = {
         "compression": config_value(_h["compression"]),
         "python": [int(x) for x in _h["python"]],
@@ -295,6 +308,8 @@ Result<PythonEnv> parse_python_probe(std::string_view output) {
     auto hs = handshake_from_json(*h, "/handshake");
     if (!hs) return std::move(hs).error();
     env->dask_handshake = std::move(*hs);
+  } else if (auto e = doc.find("handshake-error"); e != doc.end() && e->is_string()) {
+    env->handshake_error = e->get<std::string>();
   }
   return env;
 }
@@ -317,6 +332,9 @@ Result<PythonEnv> probe_python(const std::string& executable, const PythonRunOpt
   }
   auto env = parse_python_probe(run->out);
   if (!env) return with_context(std::move(env).error());
+  // The interpreter as named, not sys.executable: a wrapper script (one that
+  // puts another Dask on the path) reports the interpreter it runs.
+  if (executable.find('/') != std::string::npos) env->executable = executable;
   return env;
 }
 

@@ -32,7 +32,13 @@ Value dask_caps_entry(const Capabilities& c) {
 
 void prepare_replies(std::vector<Endpoint>& all, double started) {
   for (std::size_t i = 0; i < all.size(); ++i) {
-    all[i].handshake_message = framed(all[i].profile.handshake.to_msgpack());
+    const Handshake& h = all[i].profile.handshake;
+    all[i].handshake_message = framed(h.to_msgpack());
+    if (all[i].profile.none_to_same_host) {
+      Value same = h.to_msgpack();
+      if (same.find("compression")) same.set("compression", Value::nil());
+      all[i].same_host_handshake_message = framed(same);
+    }
     all[i].identity_message = framed(identity_of(i, all, started));
   }
 }
@@ -88,9 +94,10 @@ msgpack::Value identity_of(std::size_t index, const std::vector<Endpoint>& all, 
   return id;
 }
 
-ServerSession::ServerSession(const Endpoint& endpoint, const Limits& limits)
+ServerSession::ServerSession(const Endpoint& endpoint, const Limits& limits, bool same_host)
     : endpoint_(endpoint), limits_(limits), reader_(limits) {
-  send(endpoint_.handshake_message);
+  send(same_host && endpoint_.profile.none_to_same_host ? endpoint_.same_host_handshake_message
+                                                        : endpoint_.handshake_message);
 }
 
 void ServerSession::wrote(std::size_t n) {
@@ -184,7 +191,7 @@ struct Server::Impl {
     ServerSession session;
     std::unique_ptr<net::Connection> conn;
 
-    Client(Impl& s, const Endpoint& e) : server(s), session(e, s.options.limits) {}
+    Client(Impl& s, const Endpoint& e, bool same_host) : server(s), session(e, s.options.limits, same_host) {}
 
     /// Moves what the session has to say into the connection's queue.
     void pass_output() {
@@ -241,7 +248,9 @@ struct Server::Impl {
       ++rejected;
       return;  // closed by the Socket destructor
     }
-    auto c = std::make_unique<Client>(*this, endpoints[endpoint]);
+    // A profile of 2023.5+ sends None to a client on its own host.
+    const bool same_host = endpoints[endpoint].profile.none_to_same_host && net::same_host(socket);
+    auto c = std::make_unique<Client>(*this, endpoints[endpoint], same_host);
     net::ConnectionOptions o;
     o.max_output_bytes = options.max_output_backlog;
     o.idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.idle_timeout);

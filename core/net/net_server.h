@@ -61,6 +61,9 @@ struct Profile {
   Handshake handshake;             // sent as is (set "capabilities" in raw to publish them)
   Capabilities capabilities;       // also published in identity["dask-caps"]
   msgpack::Value versions;         // the versions reply
+  /// Plays distributed 2023.5 or later: to a client on its own host (equal
+  /// local and peer IP, net::same_host) the handshake says compression None.
+  bool none_to_same_host = false;
 };
 
 struct ListenerSpec {
@@ -72,8 +75,9 @@ struct ListenerSpec {
 struct Endpoint {
   net::Address address;
   Profile profile;
-  Buffer handshake_message;  // our handshake, framed
-  Buffer identity_message;   // the identity reply, framed
+  Buffer handshake_message;            // our handshake, framed
+  Buffer same_host_handshake_message;  // the same with compression None (none_to_same_host)
+  Buffer identity_message;             // the identity reply, framed
 };
 
 /// Builds the identity reply of listener `index` among `all` (a scheduler
@@ -88,7 +92,8 @@ void prepare_replies(std::vector<Endpoint>& all, double started);
 /// The server side of one connection, without I/O.
 class ServerSession {
  public:
-  ServerSession(const Endpoint& endpoint, const Limits& limits);
+  /// `same_host`: the client is on the endpoint's own host (net::same_host).
+  ServerSession(const Endpoint& endpoint, const Limits& limits, bool same_host = false);
 
   ByteSpan pending_output() const { return ByteSpan(out_).subspan(out_pos_); }
   void wrote(std::size_t n);

@@ -10,7 +10,7 @@
 //   1. our handshake  {"compression": …, "python": […], "pickle-protocol": N,
 //                      + extra keys, e.g. "capabilities"}  (Dask ignores extras)
 //   2. {"op": "identity", "reply": true}            (2022.12 takes no argument)
-//   3. {"op": "versions", "reply": true, "packages": ["zstandard"]}
+//   3. {"op": "versions", "reply": true, "packages": ["zstandard", "python-snappy"]}
 //   4. {"op": "close", "reply": false}              (the rpc object's goodbye)
 //
 // and it reads, in order: the peer's handshake (2022.12 listeners write it
@@ -117,8 +117,11 @@ struct SessionOptions {
   bool ask_identity = true;
   bool ask_versions = true;
   /// Extra packages for `versions` (its optional argument, spec §7.4):
-  /// zstandard tells whether a 2022.12 peer can read zstd.
-  std::vector<std::string> version_packages{"zstandard"};
+  /// zstandard tells whether a peer can read zstd; python-snappy whether a
+  /// peer of 2025.4.0 or later, whose versions come from distribution
+  /// metadata (distributed PR #9048), can read snappy (2022.12 imports
+  /// modules by these names and answers nil for python-snappy).
+  std::vector<std::string> version_packages{"zstandard", "python-snappy"};
   bool polite_close = true;        // end with {"op": "close", "reply": false}
   Limits limits;                   // ceilings on what the peer sends
 };

@@ -239,4 +239,9 @@ Result<std::unique_ptr<StreamTransport>> connect(const Address& address, Deadlin
   return last;
 }
 
+bool same_host(const Socket& connected) {
+  const std::string local = detail::endpoint_ip(connected.fd(), false);
+  return !local.empty() && local == detail::endpoint_ip(connected.fd(), true);
+}
+
 }  // namespace daskcaps::net

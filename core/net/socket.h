@@ -86,6 +86,11 @@ Result<Socket> listen_tcp(const Address& address, int backlog = 1024);
 /// The address a listening socket is bound to, with its real port.
 Result<Address> bound_address(const Socket& socket, Scheme scheme);
 
+/// True when a connected socket's local and peer IPs are equal: what Dask
+/// 2023.5 and later take for "the peer is on this host" (Comm.same_host).
+/// False when either cannot be read.
+bool same_host(const Socket& connected);
+
 /// The outcome of one non-blocking step.
 struct IoStep {
   enum class Kind : std::uint8_t { done, want_read, want_write, eof, error };

@@ -1,19 +1,27 @@
 """Start and stop real Dask schedulers and workers for end-to-end tests.
 
-Runs under /usr/bin/python3 (Debian's python3-distributed 2022.12.1). Every
-process is started in its own session (process group) and stopped by that
-group's id: SIGTERM, then SIGKILL after a grace period. `DaskCluster` is a
-context manager, so the processes go away even when a test fails, and their
-logs are kept in a temporary directory that `logs()` returns for failure
-messages.
+The processes run the interpreter of one Dask version (a
+daskversions.DaskVersion; default Debian's 2022.12.1 under /usr/bin/python3).
+Every process is started in its own session (process group) and stopped by
+that group's id: SIGTERM, then SIGKILL after a grace period. `DaskCluster`
+is a context manager, so the processes go away even when a test fails, and
+their logs are kept in a temporary directory that `logs()` returns for
+failure messages.
 
-    with DaskCluster() as cluster:
-        sched = cluster.start_scheduler(env={"DASK_DISTRIBUTED__COMM__COMPRESSION": "lz4"})
-        w1 = cluster.start_worker(sched, name="w1")
-        w2 = cluster.start_worker(sched, name="w2",
+    with DaskCluster(daskversions.NEWEST) as cluster:
+        sched = cluster.start_scheduler(env={"DASK_DISTRIBUTED__COMM__COMPRESSION": "lz4"},
+                                        host="127.0.0.2")
+        w1 = cluster.start_worker(sched, name="w1", host="127.0.0.3")
+        w2 = cluster.start_worker(sched, name="w2", host="127.0.0.4",
                                   env={"DASK_DISTRIBUTED__COMM__COMPRESSION": "zstd"})
         cluster.wait_for_workers(sched, 2)
         ... sched.address, w1.address ...
+
+Hosts: 127.0.0.1 for every process makes them one host to Dask; distinct
+loopback addresses (127.0.0.2, 127.0.0.3, ...) make them different hosts,
+since Dask 2023.5 and later compare the local and peer IP of a connection
+(and a connection from this test, on 127.0.0.1, to 127.0.0.2 has different
+ones). No privileges are needed for either.
 
 TLS: pass `tls=TlsFiles(ca, cert, key)` to start_scheduler/start_worker;
 `make_tls_files(directory)` creates a CA and certificates with the openssl
@@ -143,8 +151,12 @@ def identity(address: str, tls: TlsFiles | None = None, timeout: float = 10.0) -
 class DaskCluster:
     """Real Dask processes for one test; stops them all on exit."""
 
-    def __init__(self, python: str = PYTHON):
-        self.python = python
+    def __init__(self, dask=None):
+        """dask: a daskversions.DaskVersion (its interpreter runs the
+        processes, its oracle asks them for their identity), an interpreter
+        path, or None for /usr/bin/python3."""
+        self.dask = dask if dask is not None and not isinstance(dask, str) else None
+        self.python = self.dask.python if self.dask else (dask or PYTHON)
         self.tmp = tempfile.TemporaryDirectory(prefix="daskcaps-cluster-")
         self.processes: list[DaskProcess] = []
 
@@ -180,10 +192,10 @@ class DaskCluster:
         return p
 
     def start_scheduler(self, env: dict | None = None, tls: TlsFiles | None = None,
-                        extra_args: list[str] | None = None) -> DaskProcess:
-        """A scheduler on 127.0.0.1, random port, no dashboard."""
+                        extra_args: list[str] | None = None, host: str = "127.0.0.1") -> DaskProcess:
+        """A scheduler on `host`, random port, no dashboard."""
         sfile = os.path.join(self.tmp.name, f"scheduler-{len(self.processes)}.json")
-        args = ["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+        args = ["distributed.cli.dask_scheduler", "--host", host, "--port", "0",
                 "--no-dashboard", "--no-show", "--scheduler-file", sfile]
         if tls:
             args += ["--protocol", "tls", "--tls-ca-file", tls.ca, "--tls-cert", tls.cert,
@@ -205,13 +217,13 @@ class DaskCluster:
 
     def start_worker(self, scheduler: DaskProcess | str, name: str, env: dict | None = None,
                      tls: TlsFiles | None = None, nanny: bool = False,
-                     extra_args: list[str] | None = None) -> DaskProcess:
-        """A worker (no nanny unless asked) with one thread on 127.0.0.1.
+                     extra_args: list[str] | None = None, host: str = "127.0.0.1") -> DaskProcess:
+        """A worker (no nanny unless asked) with one thread on `host`.
 
         Its address is filled in by wait_for_workers()."""
         address = scheduler.address if isinstance(scheduler, DaskProcess) else scheduler
         args = ["distributed.cli.dask_worker", address, "--name", name, "--nthreads", "1",
-                "--host", "127.0.0.1", "--no-dashboard",
+                "--host", host, "--no-dashboard",
                 "--nanny" if nanny else "--no-nanny", "--memory-limit", "0"]
         if tls:
             args += ["--protocol", "tls", "--tls-ca-file", tls.ca, "--tls-cert", tls.cert,
@@ -229,7 +241,12 @@ class DaskCluster:
             for p in self.processes:
                 if p.proc.poll() is not None:
                     raise RuntimeError(f"{p.kind} {p.name} exited with {p.proc.returncode}:\n{p.log()}")
-            ident = identity(scheduler.address, tls=tls)
+            if self.dask is not None:
+                ident = self.dask.oracle().call(
+                    "rpc_call", scheduler.address, "identity",
+                    tls=(tls.ca, tls.cert, tls.key) if tls else None)
+            else:
+                ident = identity(scheduler.address, tls=tls)
             if len(ident.get("workers", {})) >= count:
                 by_name = {str(w.get("name")): addr for addr, w in ident["workers"].items()}
                 for p in self.processes:

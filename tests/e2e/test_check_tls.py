@@ -1,10 +1,11 @@
 """End-to-end tests of `dask-caps check tls://...` against a real Dask
-scheduler and worker started with TLS settings.
+scheduler and worker started with TLS settings, once per Dask version
+(daskversions.py: 2022.12.1 and 2026.7.1).
 
-Run by /usr/bin/python3 (Debian's python3-distributed 2022.12.1). The test
-makes a CA, a server and a client certificate with the openssl command,
-starts `dask_scheduler --protocol tls --tls-ca-file --tls-cert --tls-key`
-and one TLS worker on 127.0.0.1, and stops them by PID.
+Run by /usr/bin/python3. The test makes a CA, a server and a client
+certificate with the openssl command, starts `dask_scheduler --protocol tls
+--tls-ca-file --tls-cert --tls-key` and one TLS worker on 127.0.0.1 (this
+host: a 2026 peer advertises None), and stops them by PID.
 
 What is proven here:
   - with the CA and a client certificate, `check` completes the TLS and
@@ -24,6 +25,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import daskversions  # noqa: E402
 from daskcluster import DaskCluster, make_tls_files  # noqa: E402
 
 DASK_CAPS = os.environ.get("DASK_CAPS", "")
@@ -35,14 +37,15 @@ def run_caps(*args):
                           text=True, timeout=GUARD)
 
 
-class CheckTls(unittest.TestCase):
+@daskversions.for_each_dask
+class CheckTls:
     @classmethod
     def setUpClass(cls):
         if not DASK_CAPS:
             raise unittest.SkipTest("DASK_CAPS is not set")
         cls.tmp = tempfile.TemporaryDirectory(prefix="daskcaps-tls-")
         cls.server_tls, cls.client_tls = make_tls_files(cls.tmp.name)
-        cls.cluster = DaskCluster()
+        cls.cluster = DaskCluster(cls.dask)
         try:
             cls.sched = cls.cluster.start_scheduler(tls=cls.server_tls)
             cls.worker = cls.cluster.start_worker(cls.sched, "tw1", tls=cls.server_tls)
@@ -73,7 +76,18 @@ class CheckTls(unittest.TestCase):
         self.assertIsNone(sched["error"])
         self.assertEqual(sched["type"], "Scheduler")
         self.assertEqual(sched["handshake"]["pickle-protocol"], 5)
-        self.assertEqual(sched["handshake"]["python"], list(sys.version_info[:3]))
+        self.assertEqual(sched["handshake"]["python"], self.dask.info()["python"])
+        self.assertEqual(sched["versions"]["packages"]["distributed"], self.dask.info()["distributed"])
+        # Real negotiation over TLS with a client of this version, from this host.
+        options, remote, _ = self.dask.oracle().call(
+            "negotiate", self.sched.address, "lz4", tls=(c.ca, c.cert, c.key))
+        self.assertEqual(sched["handshake"], {k: v for k, v in remote.items() if k != "address"})
+        pair = doc["pairs"][0]
+        if self.dask.newest_rules:
+            self.assertIsNone(options["compression"])
+            self.assertIsNone(pair["recommended"]["compression"])
+            self.assertNotIn("warning", [f["severity"] for f in pair["findings"]
+                                         if f["code"] == "compression-mismatch"])
         workers = [e for e in doc["endpoints"] if e.get("discovered-by")]
         self.assertEqual([w["address"] for w in workers], [self.worker.address])
         self.assertTrue(workers[0]["address"].startswith("tls://"))
@@ -101,7 +115,7 @@ class CheckTls(unittest.TestCase):
         self.assertEqual(json.loads(r.stdout)["endpoints"][0]["error-kind"], "tls")
 
     def test_tls_against_a_plain_listener(self):
-        with DaskCluster() as plain:
+        with DaskCluster(self.dask) as plain:
             s = plain.start_scheduler()
             host_port = s.address.split("://", 1)[1]
             c = self.client_tls
@@ -112,4 +126,4 @@ class CheckTls(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    daskversions.main()

@@ -1,26 +1,32 @@
 """End-to-end tests of `dask-caps probe` against the real Dask on this host.
 
-Run by /usr/bin/python3 (Debian's python3-distributed 2022.12.1 with lz4,
-zstandard, snappy, numpy). CTest sets DASK_CAPS (the binary),
+Run by /usr/bin/python3; the cases that probe a Dask run once per version
+(daskversions.py: Debian's 2022.12.1 under /usr/bin/python3, and 2026.7.1
+through ../shared/dask-2026.7.1/python3). CTest sets DASK_CAPS (the binary),
 DASKCAPS_SOURCE_DIR and DASKCAPS_BUILD_DIR.
 
 What is proven here:
-  - `probe --json` reports what this very interpreter reports about itself
-    (version, pickle protocol, dask/distributed versions, importable codecs,
-    package versions);
+  - `probe --python EXE --json` reports what that interpreter's Dask says
+    about itself (version, pickle protocol, dask/distributed versions, the
+    codecs it compresses with, found by behaviour, so no alias such as
+    2026's "auto" is among them, package versions), and names EXE itself;
   - its `handshake` is byte for byte the handshake a real
-    `distributed.comm.listen` listener writes on a fresh connection, read
-    with a raw socket, for compression auto (lz4), zstd, False and None;
+    `distributed.comm.listen` listener of that version writes to a client on
+    another host (the listener on 127.0.0.2, read with a raw socket from
+    127.0.0.1; one listener per version, configured to each value in turn),
+    for compression auto (lz4), the default, zstd, False and None; a newest
+    listener sends None to a client on its own host whatever it is
+    configured with, and the text report says so;
+  - an unknown configured codec: 2022.12 cannot import distributed, 2026
+    cannot make its handshake; either way exit 3 with Dask's reason;
   - the GPU part lists exactly the devices of a stand-in CUDA driver, and
     says why when its cuInit fails;
   - the exit codes and the atomic `-o FILE`.
 Every process started here is stopped by its PID.
 """
 
-import importlib
 import json
 import os
-import pickle
 import socket
 import struct
 import subprocess
@@ -30,16 +36,29 @@ import unittest
 
 import msgpack
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import daskversions  # noqa: E402
+
 DASK_CAPS = os.environ.get("DASK_CAPS", "")
 BUILD_DIR = os.environ.get("DASKCAPS_BUILD_DIR", "")
 FAKE_CUDA = os.path.join(BUILD_DIR, "tests", "helpers", "libfake_cuda.so")
 TIMEOUT = 120
 
-# A real Dask listener: prints its address, then serves until killed. Each
-# connection gets Dask's own handshake (Listener.on_connection) first.
+# A real Dask listener on each address given: prints their addresses, then
+# serves until killed. Each connection gets Dask's own handshake
+# (Listener.on_connection) first, made at that moment from the configuration;
+# a JSON line on stdin sets distributed.comm.compression ("default": what it
+# was at start), answered with "configured" once set.
 LISTENER = r"""
 import asyncio
+import json
+import sys
+import threading
+
+import dask
 from distributed.comm import listen
+
+DEFAULT = dask.config.get("distributed.comm.compression")
 
 async def handle(comm):
     try:
@@ -48,10 +67,20 @@ async def handle(comm):
         pass
     await comm.close()
 
+def configure():
+    for line in sys.stdin:
+        value = json.loads(line)
+        dask.config.set({"distributed.comm.compression": DEFAULT if value == "default" else value})
+        print("configured", flush=True)
+
 async def main():
-    listener = listen("tcp://127.0.0.1:0", handle)
-    await listener.start()
-    print(listener.contact_address, flush=True)
+    listeners = []
+    for host in sys.argv[1:]:
+        listener = listen("tcp://%s:0" % host, handle)
+        await listener.start()
+        listeners.append(listener)
+    print(" ".join(l.contact_address for l in listeners), flush=True)
+    threading.Thread(target=configure, daemon=True).start()
     await asyncio.sleep(3600)
 
 asyncio.run(main())
@@ -110,80 +139,72 @@ def write_dask_message(sock, frames):
     sock.sendall(header + b"".join(frames))
 
 
-def handshake_from_real_listener(compression_env):
-    """Starts a real Dask listener with DASK_DISTRIBUTED__COMM__COMPRESSION
-    set as given (None: unset), reads the handshake it writes on a raw
-    socket, answers with one of ours, and stops the listener."""
-    env = env_with(DASK_DISTRIBUTED__COMM__COMPRESSION=compression_env)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", LISTENER],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        address = proc.stdout.readline().strip()
-        if not address.startswith("tcp://"):
-            proc.kill()
-            raise AssertionError("listener did not start: %r %s" % (address, proc.stderr.read()))
-        host, port = address[len("tcp://"):].rsplit(":", 1)
-        with socket.create_connection((host, int(port)), timeout=30) as sock:
+class RealListener:
+    """A real Dask listener of `python` on 127.0.0.2 (another host to a
+    client on 127.0.0.1) and on 127.0.0.1 (this host), started with the
+    configuration unset; stopped by its PID."""
+
+    def __init__(self, python):
+        env = env_with(DASK_DISTRIBUTED__COMM__COMPRESSION=None)
+        self.proc = subprocess.Popen([python, "-c", LISTENER, "127.0.0.2", "127.0.0.1"], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, start_new_session=True)
+        line = self.proc.stdout.readline().split()
+        if len(line) != 2:
+            self.close()
+            raise AssertionError("listener did not start: %r %s" % (line, self.proc.stderr.read()))
+        self.addresses = {"127.0.0.2": line[0], "127.0.0.1": line[1]}
+
+    def handshake(self, compression, host="127.0.0.2"):
+        """The handshake frame the listener on `host` writes to a raw socket
+        from 127.0.0.1 once configured with `compression` (a config value,
+        or "default"); the socket answers with a handshake of ours."""
+        self.proc.stdin.write(json.dumps(compression) + "\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "configured"
+        address = self.addresses[host]
+        h, port = address[len("tcp://"):].rsplit(":", 1)
+        with socket.create_connection((h, int(port)), timeout=30) as sock:
             frames = read_dask_message(sock)
             assert len(frames) == 1, frames
             ours = {"compression": None, "python": list(sys.version_info[:3]), "pickle-protocol": 5}
             write_dask_message(sock, [msgpack.dumps(ours, use_bin_type=True)])
         return frames[0]
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+
+    def close(self):
+        from daskcluster import stop_process
+        stop_process(self.proc)
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            f.close()
 
 
-def module_version(name):
-    try:
-        module = importlib.import_module(name)
-    except Exception:
-        return None
-    version = getattr(module, "__version__", None)
-    if version is None:
-        from importlib.metadata import version as dist_version
-
-        return dist_version({"snappy": "python-snappy"}.get(name, name))
-    return str(version)
-
-
-class ProbeAgainstPython(unittest.TestCase):
+@daskversions.for_each_dask
+class ProbeAgainstPython:
     def test_python_part_is_what_python_says(self):
-        import dask
-        import distributed
-        from distributed.protocol import compression
-
-        doc = probe_json("--python", sys.executable)
+        info = self.dask.info()
+        doc = probe_json("--python", self.dask.python)
         self.assertEqual(list(doc)[0], "schema")
         self.assertEqual(doc["schema"], "dask-caps.probe/1")
         py = doc["python"]
-        self.assertEqual(py["executable"], sys.executable)
-        self.assertEqual(py["version"], ".".join(map(str, sys.version_info[:3])))
-        self.assertEqual(py["pickle-protocol"], pickle.HIGHEST_PROTOCOL)
-        self.assertEqual(py["dask"], dask.__version__)
-        self.assertEqual(py["distributed"], distributed.__version__)
-        self.assertEqual(py["compression-config"], dask.config.get("distributed.comm.compression"))
-        self.assertEqual(
-            py["compressions"], sorted(k for k in compression.compressions if isinstance(k, str))
-        )
-        for name in ("numpy", "cupy", "lz4", "zstandard", "snappy", "msgpack", "cloudpickle"):
-            self.assertEqual(py["packages"][name], module_version(name), name)
+        # Codecs only (2026's table has an "auto" alias key).
+        self.assertEqual(py["compressions"], info["codecs"])
+        self.assertEqual(py["executable"], self.dask.python)
+        self.assertEqual(py["version"], ".".join(map(str, info["python"])))
+        self.assertEqual(py["pickle-protocol"], info["pickle-protocol"])
+        self.assertEqual(py["dask"], info["dask"])
+        self.assertEqual(py["distributed"], info["distributed"])
+        self.assertEqual(py["compression-config"], info["compression-config"])
+        names = ("numpy", "cupy", "lz4", "zstandard", "snappy", "msgpack", "cloudpickle")
+        self.assertEqual(py["packages"], self.dask.oracle().call("package_versions", names))
         self.assertIsNone(doc["python-error"])
+        self.assertEqual(doc["capabilities"]["codecs"][-1], "zlib")
 
+
+class ProbeThisHost(unittest.TestCase):
     def test_default_interpreter_is_usr_bin_python3(self):
         doc = probe_json()
         self.assertEqual(doc["python"]["executable"], "/usr/bin/python3")
+        self.assertEqual(doc["python"]["distributed"].split("+")[0], "2022.12.1")
 
     def test_codecs_and_pickle_protocols(self):
         doc = probe_json("--no-python")
@@ -199,12 +220,24 @@ class ProbeAgainstPython(unittest.TestCase):
         self.assertEqual(doc["capabilities"]["max-pickle-protocol"], 5)
 
 
-class HandshakeAgainstRealListener(unittest.TestCase):
-    """The handshake probe reports is the one a real Dask listener sends."""
+@daskversions.for_each_dask
+class HandshakeAgainstRealListener:
+    """The handshake probe reports is the one a real Dask listener sends to
+    a client on another host."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.listener = RealListener(cls.dask.python)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.listener.close()
 
     def check(self, compression_env, expected_compression, expected_codecs):
-        wire = handshake_from_real_listener(compression_env)
-        doc = probe_json(env=env_with(DASK_DISTRIBUTED__COMM__COMPRESSION=compression_env))
+        config = {None: "default", "False": False, "None": None}.get(compression_env, compression_env)
+        wire = self.listener.handshake(config)
+        doc = probe_json("--python", self.dask.python,
+                         env=env_with(DASK_DISTRIBUTED__COMM__COMPRESSION=compression_env))
         handshake = doc["handshake"]
         # Same dict, same key order, same bytes on the wire.
         self.assertEqual(list(handshake), ["compression", "python", "pickle-protocol"])
@@ -214,27 +247,45 @@ class HandshakeAgainstRealListener(unittest.TestCase):
         # And it is what spec §2.3 says for this configuration.
         self.assertIs(type(handshake["compression"]), type(expected_compression))
         self.assertEqual(handshake["compression"], expected_compression)
-        self.assertEqual(handshake["python"], list(sys.version_info[:3]))
-        self.assertEqual(handshake["pickle-protocol"], pickle.HIGHEST_PROTOCOL)
+        self.assertEqual(handshake["python"], self.dask.info()["python"])
+        self.assertEqual(handshake["pickle-protocol"], self.dask.info()["pickle-protocol"])
         self.assertEqual(doc["python"]["compression"], expected_compression)
         self.assertEqual(doc["capabilities"]["codecs"], expected_codecs)
         return doc
 
     def test_auto_resolves_to_lz4(self):
-        doc = self.check(None, "lz4", ["lz4", "snappy", "zstd", "zlib"])
+        doc = self.check("auto", "lz4", ["lz4", "snappy", "zstd", "zlib"])
         self.assertEqual(doc["python"]["compression-config"], "auto")
+
+    def test_default(self):
+        # 2022.12: "auto" (lz4); 2023.5 and later: False, sent as None.
+        doc = self.check(None, None if self.dask.newest_rules else "lz4", ["lz4", "snappy", "zstd", "zlib"])
+        self.assertEqual(doc["python"]["compression-config"], False if self.dask.newest_rules else "auto")
 
     def test_zstd(self):
         doc = self.check("zstd", "zstd", ["zstd", "lz4", "snappy", "zlib"])
         self.assertEqual(doc["python"]["compression-config"], "zstd")
 
-    def test_false_is_sent_as_false(self):
-        doc = self.check("False", False, ["lz4", "snappy", "zstd", "zlib"])
+    def test_false(self):
+        # 2022.12 sends False as False; 2023.5 and later send None.
+        doc = self.check("False", None if self.dask.newest_rules else False, ["lz4", "snappy", "zstd", "zlib"])
         self.assertIs(doc["python"]["compression-config"], False)
 
     def test_none_is_sent_as_nil(self):
         doc = self.check("None", None, ["lz4", "snappy", "zstd", "zlib"])
         self.assertIsNone(doc["python"]["compression-config"])
+
+    def test_to_a_client_on_its_own_host(self):
+        """Newest Dask sends None to a client on its own host, whatever its
+        configuration (distributed PR #7768); 2022.12 sends its codec. The
+        probe's handshake is the one for other hosts, and the text says so."""
+        wire = self.listener.handshake("zstd", host="127.0.0.1")
+        sent = msgpack.loads(wire, raw=False)
+        self.assertEqual(sent["compression"], None if self.dask.newest_rules else "zstd")
+        env = env_with(DASK_DISTRIBUTED__COMM__COMPRESSION="zstd")
+        self.assertEqual(probe_json("--python", self.dask.python, env=env)["handshake"]["compression"], "zstd")
+        text = run_caps("probe", "--python", self.dask.python, env=env).stdout
+        self.assertEqual("to a peer on this host" in text, self.dask.newest_rules, text)
 
 
 class GpuWithStandInDriver(unittest.TestCase):
@@ -316,25 +367,38 @@ class ExitCodes(unittest.TestCase):
             "dask-caps: --python: /nonexistent/python3: cannot run: No such file or directory",
         )
 
+    def test_usage_errors_exit_2(self):
+        proc = run_caps("probe", "--python", sys.executable, "--no-python")
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertEqual(run_caps("probe", "--bogus").returncode, 2)
+
+
+@daskversions.for_each_dask
+class UnknownConfiguredCodec:
     def test_unknown_configured_codec(self):
         env = env_with(DASK_DISTRIBUTED__COMM__COMPRESSION="brotli")
-        # Named: the interpreter cannot run Dask, exit 3 with Dask's reason.
-        self.assert_fails(
-            run_caps("probe", "--python", sys.executable, env=env),
-            3,
-            "dask-caps: --python: %s: cannot import distributed: ValueError: Default compression 'brotli' not found"
-            % sys.executable,
-        )
+        python = self.dask.python
+        proc = run_caps("probe", "--python", python, env=env)
+        self.assertEqual(proc.returncode, 3, proc.stderr)
+        self.assertEqual(proc.stdout, "")
+        self.assertEqual(len(proc.stderr.splitlines()), 1, proc.stderr)
+        if self.dask.newest_rules:
+            # 2023.5 and later import, then fail on their first connection.
+            self.assertTrue(proc.stderr.startswith(
+                "dask-caps: --python: %s: Dask cannot make its handshake: ValueError: Invalid compression setting "
+                "distributed.comm.compression=brotli" % python), proc.stderr)
+        else:
+            # Named: the interpreter cannot run Dask, exit 3 with Dask's reason.
+            self.assertTrue(proc.stderr.startswith(
+                "dask-caps: --python: %s: cannot import distributed: ValueError: Default compression "
+                "'brotli' not found" % python), proc.stderr)
+        if python != "/usr/bin/python3":
+            return
         # Automatic: the host is probed, python is null with the reason.
         doc = probe_json(env=env)
         self.assertIsNone(doc["python"])
         self.assertIsNone(doc["handshake"])
         self.assertIn("Default compression 'brotli' not found", doc["python-error"])
-
-    def test_usage_errors_exit_2(self):
-        proc = run_caps("probe", "--python", sys.executable, "--no-python")
-        self.assertEqual(proc.returncode, 2, proc.stderr)
-        self.assertEqual(run_caps("probe", "--bogus").returncode, 2)
 
 
 class OutputFile(unittest.TestCase):
@@ -381,4 +445,4 @@ def current_umask():
 if __name__ == "__main__":
     if not DASK_CAPS or not os.path.exists(DASK_CAPS):
         sys.exit("DASK_CAPS must name the dask-caps binary (CTest sets it)")
-    unittest.main(verbosity=2)
+    daskversions.main()

@@ -1,14 +1,19 @@
-"""End-to-end tests of `dask-caps serve`: the real Dask talks to it.
+"""End-to-end tests of `dask-caps serve`: the real Dask talks to it, once per
+Dask version (daskversions.py: 2022.12.1 and 2026.7.1, whose clients run in
+that version's oracle).
 
-Run by /usr/bin/python3 (Debian's python3-distributed 2022.12.1). CTest sets
-DASK_CAPS.
+Run by /usr/bin/python3. CTest sets DASK_CAPS.
 
 What is proven here:
-  - the real `distributed.comm.connect` (a 2022.12 client, which reads the
-    handshake before writing its own) completes the handshake with serve and
-    negotiates what Dask's rule says; `distributed.core.rpc` gets identity and
-    versions back, and `echo` returns data that Dask compressed with lz4 on
-    the way there;
+  - the real `distributed.comm.connect` (a 2022.12 client reads the
+    handshake before writing its own, a 2026 one writes first) completes
+    the handshake with serve and negotiates what Dask's rule says;
+    `distributed.core.rpc` gets identity and versions back, and `echo`
+    returns bytes and a NumPy array that Dask compressed with lz4 on the way
+    there; from another host (serve on 127.0.0.2) and from this one (serve on
+    127.0.0.1), where a serve that plays a 2026 peer (--dask-version) sends
+    None to a client on its own host as 2026 does, so `check` predicts
+    what a real client negotiates with it;
   - a serve advertising pickle protocol 4 and Python 3.7.9 makes `check`
     report pickle-protocol-downgrade and python-version-mismatch;
   - many real clients at once are all served, and a silent client and a
@@ -19,7 +24,6 @@ What is proven here:
 Every serve process is stopped by its PID, also on failure.
 """
 
-import asyncio
 import json
 import os
 import signal
@@ -29,6 +33,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import daskversions  # noqa: E402
 from daskcluster import stop_process  # noqa: E402
 
 DASK_CAPS = os.environ.get("DASK_CAPS", "")
@@ -67,51 +72,102 @@ def run_caps(*args):
                           text=True, timeout=TIMEOUT)
 
 
-class ServeSpeaksDask(unittest.TestCase):
+@daskversions.for_each_dask
+class ServeSpeaksDask:
     @classmethod
     def setUpClass(cls):
         if not DASK_CAPS:
             raise unittest.SkipTest("DASK_CAPS is not set")
 
-    def test_real_connect_handshake_identity_versions_echo(self):
-        import dask
-        from distributed.comm import connect
-        from distributed.core import rpc
+    def session(self, host):
+        """A serve that plays this Dask version on `host`, and a real client
+        of that version configured with lz4, from 127.0.0.1."""
+        info = self.dask.info()
+        python = ".".join(map(str, info["python"]))
+        with Serve("--listen", f"tcp://{host}:0", "--compression", "lz4", "--pickle-protocol", "5",
+                   "--python", python, "--dask-version", info["distributed"]) as serve:
+            got = self.dask.oracle().call("serve_session", serve.address, "lz4")
+            r = run_caps("check", "--json", serve.address, "--as", self.probe_of_this_version())
+        self.assertIn(r.returncode, (0, 1), r.stderr)
+        return serve, got, json.loads(r.stdout)
 
-        with Serve("--compression", "lz4", "--pickle-protocol", "5", "--python", "3.11.2",
-                   "--dask-version", "2022.12.1") as serve:
-            async def go():
-                with dask.config.set({"distributed.comm.compression": "lz4"}):
-                    comm = await connect(serve.address)
-                    try:
-                        remote = dict(comm.remote_info)
-                        options = dict(comm.handshake_options)
-                        await comm.write({"op": "identity", "reply": True})
-                        ident = await comm.read()
-                        payload = b"dask-caps " * 20000  # compressible, > 10 kB
-                        await comm.write({"op": "echo", "data": payload})
-                        echoed = await comm.read()
-                    finally:
-                        await comm.close()
-                    async with rpc(serve.address) as r:
-                        ident2 = await r.identity()
-                        versions = await r.versions()
-                        nothing = await r.no_such_handler()
-                return remote, options, ident, payload, echoed, ident2, versions, nothing
+    def probe_of_this_version(self):
+        if not hasattr(type(self), "_probe"):
+            import tempfile
+            d = tempfile.mkdtemp(prefix="daskcaps-serve-")
+            path = os.path.join(d, "probe.json")
+            p = subprocess.run([DASK_CAPS, "probe", "--json", "--python", self.dask.python, "-o", path],
+                               capture_output=True, text=True, timeout=TIMEOUT,
+                               env={**os.environ, "DASK_DISTRIBUTED__COMM__COMPRESSION": "lz4"})
+            assert p.returncode == 0, p.stderr
+            type(self)._probe = path
+        return type(self)._probe
 
-            remote, options, ident, payload, echoed, ident2, versions, nothing = asyncio.run(go())
-        self.assertEqual(remote["compression"], "lz4")
-        self.assertEqual(list(remote["python"]), [3, 11, 2])
-        self.assertEqual(remote["pickle-protocol"], 5)
-        self.assertEqual(options, {"compression": "lz4", "pickle-protocol": 5})
-        self.assertEqual(ident["type"], "Scheduler")
-        self.assertEqual(ident["address"], serve.address)
-        self.assertIn("capabilities", ident["dask-caps"])
-        self.assertEqual(echoed, payload)
-        self.assertEqual(ident2["id"], ident["id"])
-        self.assertEqual(versions["packages"]["distributed"], "2022.12.1")
-        self.assertEqual(versions["host"]["python"], "3.11.2.final.0")
-        self.assertIsNone(nothing)
+    def check_common(self, serve, got):
+        info = self.dask.info()
+        self.assertEqual(got["remote"]["python"], info["python"])
+        self.assertEqual(got["remote"]["pickle-protocol"], 5)
+        self.assertEqual(got["identity"]["type"], "Scheduler")
+        self.assertEqual(got["identity"]["address"], serve.address)
+        self.assertIn("capabilities", got["identity"]["dask-caps"])
+        self.assertTrue(got["echo-equal"])
+        self.assertTrue(got["echo-array-equal"])
+        self.assertEqual(got["identity2"]["id"], got["identity"]["id"])
+        self.assertEqual(got["versions"]["packages"]["distributed"], info["distributed"])
+        self.assertEqual(got["versions"]["host"]["python"], ".".join(map(str, info["python"])) + ".final.0")
+        self.assertIsNone(got["nothing"])
+
+    def test_real_client_from_another_host(self):
+        serve, got, doc = self.session("127.0.0.2")
+        self.check_common(serve, got)
+        self.assertEqual(got["remote"]["compression"], "lz4")
+        self.assertEqual(got["local"]["compression"], "lz4")
+        self.assertEqual(got["options"], {"compression": "lz4", "pickle-protocol": 5})
+        self.assertEqual(doc["pairs"][0]["dask"]["compression"], got["options"]["compression"])
+
+    def test_real_client_on_this_host(self):
+        serve, got, doc = self.session("127.0.0.1")
+        self.check_common(serve, got)
+        # Dask 2023.5 and later send None to a peer on their own host; a
+        # serve that plays such a Dask does the same.
+        expected = None if self.dask.newest_rules else "lz4"
+        self.assertEqual(got["local"]["compression"], expected)
+        self.assertEqual(got["remote"]["compression"], expected)
+        self.assertEqual(got["options"], {"compression": expected, "pickle-protocol": 5})
+        # And check predicts what the real client negotiated.
+        p = doc["pairs"][0]
+        self.assertEqual(doc["endpoints"][0]["handshake"]["compression"], expected)
+        self.assertEqual(p["dask"]["compression"], got["options"]["compression"])
+        self.assertNotIn("warning", [f["severity"] for f in p["findings"] if f["code"] == "compression-mismatch"])
+
+    def test_many_clients_at_once_and_bad_clients(self):
+        with Serve("--compression", "none", "--pickle-protocol", "5", "--python", "3.11.2") as serve:
+            host, port = serve.address.split("://")[1].rsplit(":", 1)
+            silent = socket.create_connection((host, int(port)))
+            garbage = socket.create_connection((host, int(port)))
+            garbage.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * 10)
+            results = self.dask.oracle().call("many_clients", serve.address, 64)
+            self.assertEqual(results, list(range(64)))
+            # The garbage client was dropped: after our handshake, EOF.
+            garbage.settimeout(10)
+            got = b""
+            while True:
+                chunk = garbage.recv(4096)
+                if not chunk:
+                    break
+                got += chunk
+            self.assertGreater(len(got), 16)
+            silent.close()
+            garbage.close()
+            self.assertIsNone(serve.proc.poll())
+
+
+
+class ServeWithoutDask(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not DASK_CAPS:
+            raise unittest.SkipTest("DASK_CAPS is not set")
 
     def test_old_python_peer_is_reported(self):
         with Serve("--compression", "lz4", "--pickle-protocol", "4", "--python", "3.7.9") as serve:
@@ -131,41 +187,6 @@ class ServeSpeaksDask(unittest.TestCase):
         self.assertIn(found["python-version-mismatch"]["severity"], ("warning", "error"))
         self.assertEqual(p["dask"]["pickle-protocol"], 4)
         self.assertEqual(p["recommended"]["pickle-protocol"], 4)
-
-    def test_many_clients_at_once_and_bad_clients(self):
-        from distributed.comm import connect
-
-        with Serve("--compression", "none", "--pickle-protocol", "5", "--python", "3.11.2") as serve:
-            host, port = serve.address.split("://")[1].rsplit(":", 1)
-            silent = socket.create_connection((host, int(port)))
-            garbage = socket.create_connection((host, int(port)))
-            garbage.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * 10)
-
-            async def one(i):
-                comm = await connect(serve.address)
-                try:
-                    await comm.write({"op": "echo", "data": i})
-                    return await comm.read()
-                finally:
-                    await comm.close()
-
-            async def many():
-                return await asyncio.gather(*(one(i) for i in range(64)))
-
-            results = asyncio.run(many())
-            self.assertEqual(results, list(range(64)))
-            # The garbage client was dropped: after our handshake, EOF.
-            garbage.settimeout(10)
-            got = b""
-            while True:
-                chunk = garbage.recv(4096)
-                if not chunk:
-                    break
-                got += chunk
-            self.assertGreater(len(got), 16)
-            silent.close()
-            garbage.close()
-            self.assertIsNone(serve.proc.poll())
 
     def test_serve_workers_are_surveyed(self):
         with Serve("--compression", "zstd", "--pickle-protocol", "5", "--python", "3.11.2",
@@ -206,4 +227,4 @@ class ServeSpeaksDask(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    daskversions.main()

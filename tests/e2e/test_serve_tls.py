@@ -1,10 +1,10 @@
 """End-to-end tests of `dask-caps serve` on a tls:// listener: the server
 side of TLS (core/net/tls.h) on the event loop, with real Dask clients.
 
-Run by /usr/bin/python3 (Debian's python3-distributed 2022.12.1); the same
-client script also runs under Dask 2026.7.1 (/work/shared/dask-2026.7.1,
-skipped where that tree is absent). Certificates come from
-daskcluster.make_tls_files (the openssl command).
+Run by /usr/bin/python3; the Dask client cases run once per Dask version
+(daskversions.py: 2022.12.1 and 2026.7.1, the latter skipped with a notice
+where ../shared is absent). Certificates come from daskcluster.make_tls_files
+(the openssl command).
 
 What is proven here:
   - a Dask 2022.12.1 client and a Dask 2026.7.1 client, each with the CA
@@ -36,13 +36,13 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import daskversions  # noqa: E402
 from daskcluster import make_tls_files  # noqa: E402
 from test_serve_dask import Serve  # noqa: E402
 
 import msgpack  # noqa: E402
 
 DASK_CAPS = os.environ.get("DASK_CAPS", "")
-DASK_2026 = "/work/shared/dask-2026.7.1/python3"
 GUARD = 300
 
 # The client every Dask runs: prints what it saw as one JSON line.
@@ -110,7 +110,7 @@ def frame_message(obj):
 HANDSHAKE = frame_message({"compression": None, "python": [3, 11, 2], "pickle-protocol": 5})
 
 
-class ServeTls(unittest.TestCase):
+class TlsServeCase:
     @classmethod
     def setUpClass(cls):
         if not DASK_CAPS:
@@ -148,21 +148,20 @@ class ServeTls(unittest.TestCase):
         self.assertTrue(doc["echo-ok"])
         self.assertEqual(doc["distributed"], "2022.12.1")
 
-    def test_dask_2022_client_over_tls(self):
+
+
+@daskversions.for_each_dask
+class ServeTlsClients(TlsServeCase):
+    def test_dask_client_over_tls(self):
         with self.serve() as serve:
             self.assertTrue(serve.address.startswith("tls://127.0.0.1:"), serve.address)
-            doc = self.run_client("/usr/bin/python3", serve.address)
+            doc = self.run_client(self.dask.python, serve.address)
             self.check_served(doc, serve.address)
-            self.assertTrue(doc["client-distributed"].startswith("2022.12.1"), doc)
+            self.assertEqual(doc["client-distributed"], self.dask.info()["distributed"])
             self.assertIsNone(serve.proc.poll())
 
-    def test_dask_2026_client_over_tls(self):
-        if not os.path.exists(DASK_2026):
-            self.skipTest("no Dask 2026.7.1 here")
-        with self.serve() as serve:
-            doc = self.run_client(DASK_2026, serve.address)
-            self.check_served(doc, serve.address)
-            self.assertTrue(doc["client-distributed"].startswith("2026.7.1"), doc)
+
+class ServeTls(TlsServeCase, unittest.TestCase):
 
     def raw_tls_handshake(self, address, cert):
         """Serve's Dask handshake, read through Python's ssl module with the
@@ -282,4 +281,4 @@ class ServeTls(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    daskversions.main()

@@ -1,11 +1,12 @@
-"""transcode through the real Dask (issue 5).
+"""transcode through the real Dask (issue 5), once per Dask version
+(daskversions.py: 2022.12.1 and 2026.7.1).
 
-A corpus written by Dask itself (numpy in many dtypes and layouts, pandas,
+A corpus written by that Dask (numpy in many dtypes and layouts, pandas,
 nested containers, pickle-serializer objects with protocol-5 buffers,
 ToPickle, split frames) in every codec is transcoded across every codec
-pair and to pickle protocols 4 and 5; Dask's own loads must give back equal
-objects, sub-headers must name the new codec, no pickle opcode may exceed
-the target protocol. CuPy messages built in the exact layout of
+pair and to pickle protocols 4 and 5; that Dask's own loads must give back
+equal objects, sub-headers must name the new codec, no pickle opcode may
+exceed the target protocol. CuPy messages built in the exact layout of
 distributed/protocol/cupy.py become NumPy arrays a CPU-only Dask loads.
 Bad input exits 3 with one line and leaves no output file.
 """
@@ -24,20 +25,8 @@ import msgpack  # noqa: E402
 import numpy as np  # noqa: E402
 
 import corpus  # noqa: E402
+import daskversions  # noqa: E402
 import daskwire  # noqa: E402
-
-
-def streams_by_options(codec):
-    """One stream per group of corpus messages that share comm options."""
-    groups = {}
-    for name, msg, opts in corpus.messages():
-        key = (tuple(opts.get("serializers") or ()), opts.get("shard"))
-        groups.setdefault(key, []).append((name, msg))
-    for (serializers, shard), entries in groups.items():
-        data = daskwire.capture_client_stream(
-            [m for _, m in entries], compression=codec, shard=shard,
-            serializers=list(serializers) or None)
-        yield entries, data
 
 
 def pickles_in(frames):
@@ -81,6 +70,7 @@ def pickles_in(frames):
             out.append(("pickled-obj", h["pickled-obj"]))
             continue
         header_pickles(h, f"frame {k}")
+        # The codecs' byte formats are the same in every version.
         raw = [compressions[c]["decompress"](f) for c, f in zip(h.get("compression") or [None] * len(data), data)]
         if "split-num-sub-frames" in h:
             merged = [b"".join(raw[o:o + n]) for n, o in zip(h["split-num-sub-frames"], h["split-offsets"])]
@@ -114,7 +104,23 @@ def codecs_named(frames):
     return root, names
 
 
-class Transcode(unittest.TestCase):
+@daskversions.for_each_dask
+class Transcode:
+    @classmethod
+    def setUpClass(cls):
+        cls.oracle = cls.dask.oracle()
+        cls.groups = cls.oracle.call("corpus_groups")
+
+    def streams_by_options(self, codec):
+        """One stream per group of corpus messages that share comm options,
+        written by this version's connect()."""
+        for serializers, shard, names in self.groups:
+            yield names, self.oracle.call("corpus_stream", names, serializers, shard, codec)
+
+    def assert_loads_equal(self, names, out):
+        got = self.oracle.call("corpus_loads_equal", names, out)
+        self.assertEqual(got, [True] * len(names), [x for x in zip(names, got) if x[1] is not True])
+
     def run_transcode(self, data, *args):
         with tempfile.TemporaryDirectory() as d:
             src = os.path.join(d, "in.stream")
@@ -130,13 +136,11 @@ class Transcode(unittest.TestCase):
 
     def test_every_codec_pair(self):
         for source in corpus.CODECS:
-            for entries, data in streams_by_options(source):
+            for names, data in self.streams_by_options(source):
                 for target in ["none", "lz4", "zstd", "snappy", "zlib"]:
-                    with self.subTest(source=source, target=target, first=entries[0][0]):
+                    with self.subTest(source=source, target=target, first=names[0]):
                         out = self.run_transcode(data, "--codec", target)
-                        decoded = daskwire.loads_stream(out)
-                        for (name, msg), got in zip(entries, decoded):
-                            self.assertTrue(corpus.values_equal(corpus.unwrap(msg), got), name)
+                        self.assert_loads_equal(names, out)
                         wire = daskwire.split_stream(out)
                         hs = msgpack.loads(wire[0][0], raw=False)
                         self.assertEqual(hs["compression"], None if target == "none" else target)
@@ -149,9 +153,9 @@ class Transcode(unittest.TestCase):
 
     def test_pickle_protocols(self):
         for source in [None, "lz4"]:
-            for entries, data in streams_by_options(source):
+            for names, data in self.streams_by_options(source):
                 for protocol in (4, 5):
-                    with self.subTest(source=source, protocol=protocol, first=entries[0][0]):
+                    with self.subTest(source=source, protocol=protocol, first=names[0]):
                         out = self.run_transcode(data, "--pickle-protocol", str(protocol))
                         wire = daskwire.split_stream(out)
                         seen = 0
@@ -163,15 +167,12 @@ class Transcode(unittest.TestCase):
                                 self.assertEqual(first[0].name, "PROTO", where)
                                 self.assertEqual(first[1], protocol, where)
                         self.assertGreater(seen, 0)
-                        decoded = daskwire.loads_stream(out)
-                        for (name, msg), got in zip(entries, decoded):
-                            self.assertTrue(corpus.values_equal(corpus.unwrap(msg), got), name)
+                        self.assert_loads_equal(names, out)
 
     def test_protocol4_and_codec_together(self):
-        for entries, data in streams_by_options("zstd"):
+        for names, data in self.streams_by_options("zstd"):
             out = self.run_transcode(data, "--pickle-protocol", "4", "--codec", "lz4")
-            for (name, msg), got in zip(entries, daskwire.loads_stream(out)):
-                self.assertTrue(corpus.values_equal(corpus.unwrap(msg), got), name)
+            self.assert_loads_equal(names, out)
 
 
 # ---- CuPy messages built by hand in the layout of distributed's cupy.py ----
@@ -183,7 +184,8 @@ cupy_message = daskwire.cupy_message
 stream_of = daskwire.stream_of
 
 
-class GpuToCpu(unittest.TestCase):
+@daskversions.for_each_dask
+class GpuToCpu:
     ARRAYS = [
         np.arange(12, dtype="<f4").reshape(3, 4),
         np.asfortranarray(np.arange(20000, dtype="<f8").reshape(100, 200)),
@@ -203,21 +205,22 @@ class GpuToCpu(unittest.TestCase):
                     data = stream_of(msgs)
                     with self.subTest(family=family, type=ts[12:30], codec=codec):
                         # Without --layout cpu a CPU-only Dask cannot load it.
-                        with self.assertRaises(Exception):
-                            daskwire.loads_stream(data)
+                        with self.assertRaises(daskversions.OracleError):
+                            self.dask.oracle().call("loads_messages", data)
                         with tempfile.TemporaryDirectory() as d:
                             src, dst = os.path.join(d, "gpu.stream"), os.path.join(d, "cpu.stream")
                             with open(src, "wb") as f:
                                 f.write(data)
                             daskwire.run_tool("transcode", src, "-o", dst, "--layout", "cpu")
                             with open(dst, "rb") as f:
-                                got = daskwire.loads_stream(f.read())
+                                got = self.dask.oracle().call("loads_messages", f.read())
                         for a, g in zip(self.ARRAYS, got):
                             self.assertIsInstance(g["data"], np.ndarray)
                             self.assertTrue(corpus.values_equal(a, g["data"]))
 
+class Unconvertible(unittest.TestCase):
     def test_unconvertible_is_named(self):
-        msgs = [cupy_message(self.ARRAYS[0]), cupy_message(self.ARRAYS[0], "dask", class_pickle("rmm._lib.device_buffer", "DeviceBuffer"))]
+        msgs = [cupy_message(GpuToCpu.ARRAYS[0]), cupy_message(GpuToCpu.ARRAYS[0], "dask", class_pickle("rmm._lib.device_buffer", "DeviceBuffer"))]
         # RMM's header is not a CAI with a typestr; reuse the frame layout anyway.
         data = stream_of(msgs)
         with tempfile.TemporaryDirectory() as d:
@@ -233,6 +236,7 @@ class GpuToCpu(unittest.TestCase):
             p = daskwire.run_tool("transcode", src, "-o", dst, "--layout", "cpu", "--keep-unconvertible", "--json")
             self.assertIn("rmm._lib.device_buffer.DeviceBuffer", p.stdout)
             self.assertTrue(os.path.exists(dst))
+
 
 
 class BadInput(unittest.TestCase):
@@ -283,4 +287,4 @@ class BadInput(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    daskversions.main()

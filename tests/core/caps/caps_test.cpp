@@ -129,9 +129,56 @@ TEST_CASE("caps: newest releases advertise None to a peer on the same host") {
   auto same = evaluate_pair(a, b, true);
   REQUIRE(same.dask);
   CHECK(same.dask->compression == CompressionValue::nil());
-  CHECK(same.findings.empty());
+  REQUIRE(same.findings.size() == 1);
+  CHECK(same.findings[0].severity == Severity::info);
+  CHECK(same.findings[0].message.find("same-host and uncompressed") != std::string::npos);
+  CHECK(!same.recommended.a_to_b.codec);
+  CHECK(!same.recommended.b_to_a.codec);
   auto other = evaluate_pair(a, b, false);
   CHECK(other.dask->compression == CompressionValue::named("lz4"));
+  CHECK(other.findings.empty());
+  CHECK(other.recommended.a_to_b.codec == "lz4");
+}
+
+TEST_CASE("caps: a same-host link with one newest peer is uncompressed by design, not a mismatch") {
+  // This host runs 2022.12 with lz4; the newest peer on it sent us None.
+  Peer here = peer("this host", "lz4", {"lz4", "zstd", "zlib"}, 5, "3.11.2", "client");
+  Peer live = peer("tcp://127.0.0.1:8786", nullptr, {"lz4", "zstd", "zlib"}, 5, "3.11.2", "Scheduler");
+  live.rules = DaskRules::newest;
+  live.packages["distributed"] = "2026.7.1";
+  live.compression_hidden = true;
+  CHECK(uncompressed_by_design(here, live, true));
+  CHECK(!uncompressed_by_design(here, live, false));
+  auto r = evaluate_pair(here, live, true);
+  REQUIRE(r.dask);
+  CHECK(r.dask->compression == CompressionValue::nil());
+  CHECK(!has(r.findings, finding_code::kCompressionMismatch, Severity::warning));
+  const Finding& f = find(r.findings, finding_code::kCompressionMismatch);
+  CHECK(f.severity == Severity::info);
+  CHECK(f.message.find("distributed 2026.7.1") != std::string::npos);
+  CHECK(f.message.find("PR #7768") != std::string::npos);
+  CHECK(f.message.find("cannot be seen from this host") != std::string::npos);
+  CHECK(f.hint.find("DASK_DISTRIBUTED__COMM__COMPRESSION") == std::string::npos);
+  CHECK(!r.recommended.a_to_b.codec);
+  CHECK(!r.recommended.b_to_a.codec);
+  // Two 2022.12 peers on one host: Dask compresses there, so it is a mismatch.
+  Peer old = peer("b", "zstd", {"zstd", "zlib"});
+  auto m = evaluate_pair(here, old, true);
+  CHECK(has(m.findings, finding_code::kCompressionMismatch, Severity::warning));
+  CHECK(m.recommended.a_to_b.codec == "zstd");
+}
+
+TEST_CASE("caps: a peer reached on its own host does not show its codec to other hosts") {
+  Peer sched = peer("tcp://127.0.0.1:8786", nullptr, {"lz4", "zlib"}, 5, "3.11.2", "Scheduler");
+  sched.rules = DaskRules::newest;
+  sched.compression_hidden = true;
+  Peer worker = peer("tcp://10.0.0.9:4000", "lz4", {"lz4", "zlib"});
+  worker.rules = DaskRules::newest;
+  auto r = evaluate_pair(sched, worker, false);
+  CHECK(!has(r.findings, finding_code::kCompressionMismatch, Severity::warning));
+  const Finding& f = find(r.findings, finding_code::kCompressionMismatch);
+  CHECK(f.severity == Severity::info);
+  CHECK(f.message.find("cannot be seen from this host") != std::string::npos);
 }
 
 TEST_CASE("caps: the recommended rule, per direction") {
@@ -302,6 +349,35 @@ TEST_CASE("caps: a live Dask peer's codecs are inferred from its handshake and v
   Peer q = peer_from_live("tcp://127.0.0.1:2", "", "127.0.0.1", hs("lz4"), nullptr, nullptr);
   CHECK(q.codecs == std::vector<std::string>{"lz4", "zlib"});
   CHECK(!q.lacks("zstd"));
+
+  // 2022.12 imports a module for each name: python-snappy is always nil.
+  Value old = versions;
+  old.find("packages")->set("python-snappy", Value::nil());
+  Peer o = peer_from_live("tcp://127.0.0.1:3", "Worker", "127.0.0.1", hs("zstd"), &old, nullptr);
+  CHECK(!o.lacks("snappy"));
+  CHECK(!o.decodes("snappy"));
+}
+
+TEST_CASE("caps: from 2025.4 the versions reply tells snappy (distribution metadata)") {
+  const auto reply = [](const Value& snappy) {
+    return map({{"packages", map({{"distributed", str("2026.7.1")}, {"lz4", str("4.0.2+dfsg")},
+                                  {"zstandard", str("0.20.0")}, {"python-snappy", snappy}})}});
+  };
+  const Value with = reply(str("0.5.3"));
+  Peer p = peer_from_live("tcp://127.0.0.2:1", "Worker", "127.0.0.2", hs(nullptr), &with, nullptr);
+  CHECK(p.rules == DaskRules::newest);
+  CHECK(p.codecs == std::vector<std::string>{"lz4", "snappy", "zstd", "zlib"});
+  CHECK(p.codecs_unknown.empty());
+  const Value without = reply(Value::nil());
+  Peer q = peer_from_live("tcp://127.0.0.2:2", "Worker", "127.0.0.2", hs(nullptr), &without, nullptr);
+  CHECK(q.lacks("snappy"));
+  // Not a package difference worth naming: the codec findings say it.
+  Peer a = peer("a", "lz4", {"lz4"});
+  a.packages = p.packages;
+  Peer b = peer("b", "lz4", {"lz4"});
+  b.packages = q.packages;
+  for (const auto& f : evaluate_pair(a, b, false).findings)
+    CHECK(f.message.find("python-snappy") == std::string::npos);
 }
 
 TEST_CASE("caps: a dask-caps peer publishes its capabilities in the handshake") {

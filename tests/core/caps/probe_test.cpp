@@ -159,6 +159,24 @@ TEST_CASE("probe: Dask's own handshake_info wins over the rule") {
   CHECK(*h->pickle_protocol == 4);
 }
 
+TEST_CASE("probe: Dask that cannot make its handshake says why (2023.5 and later)") {
+  std::string out = kDebianOutput;
+  const auto at = out.find("\"handshake\": {");
+  const auto end = out.find('}', at) + 1;
+  out.replace(at, end - at,
+              "\"handshake-error\": \"ValueError: Invalid compression setting "
+              "distributed.comm.compression=brotli.\"");
+  auto env = parse_python_probe(out);
+  REQUIRE(env);
+  CHECK(!env->dask_handshake);
+  auto h = dask_handshake(*env);
+  REQUIRE(!h);
+  CHECK(h.error().code == Errc::unknown_codec);
+  CHECK(h.error().message() ==
+        "Dask cannot make its handshake: ValueError: Invalid compression setting "
+        "distributed.comm.compression=brotli.");
+}
+
 TEST_CASE("probe: capabilities put the advertised codec first and keep what both know") {
   HostProbe p;
   p.codecs = build_codecs();
@@ -337,7 +355,9 @@ TEST_CASE("probe: automatic mode takes the first candidate that imports distribu
   REQUIRE(p);
   REQUIRE(p->python);
   CHECK(!p->python_error);
-  CHECK(p->python->executable == "/usr/bin/python3");  // what the canned output says
+  // The interpreter as run, not the sys.executable it printed: a wrapper
+  // (Dask 2026's python3 in ../shared) runs /usr/bin/python3.
+  CHECK(p->python->executable == with);
   REQUIRE(p->handshake);
   CHECK(*p->handshake->compression == CompressionValue::named("lz4"));
   CHECK(p->capabilities.codecs == std::vector<std::string>{"lz4", "snappy", "zstd", "zlib"});

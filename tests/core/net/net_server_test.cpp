@@ -65,6 +65,22 @@ TEST_CASE("net_server: the handshake is written before the client says anything"
   CHECK(out[0].find("python")->as_array()[1].as_int().u == 7);
 }
 
+TEST_CASE("net_server: a profile of distributed 2023.5+ sends None to a client on its own host") {
+  auto all = endpoints();
+  all[0].profile.none_to_same_host = true;
+  server::prepare_replies(all, 1.5);
+  ServerSession same(all[0], Limits{}, true);
+  auto got = drain(same);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].find("compression")->is_nil());
+  CHECK(got[0].find("pickle-protocol")->as_int().u == 4);
+  ServerSession other(all[0], Limits{}, false);
+  CHECK(drain(other)[0].find("compression")->as_str() == "lz4");
+  // A profile of 2022.12 advertises its codec to everyone.
+  ServerSession old(all[1], Limits{}, true);
+  CHECK(drain(old)[0].find("compression")->as_str() == "lz4");
+}
+
 TEST_CASE("net_server: identity, versions, unknown ops, reply false, close") {
   const auto all = endpoints();
   ServerSession s(all[0], Limits{});
