@@ -69,9 +69,11 @@
 //   - heap per connection, both ends in one process, P-256 certificates
 //     (tests/core/net/connection_test.cpp): about 0.9 KiB over TCP and
 //     24 KiB over TLS (OpenSSL's session, the peer's certificate chain);
+//   - heap of `serve`'s Server per idle TCP client, Dask handshake and an
+//     identity request done (tests/core/net/net_test.cpp): about 3 KiB;
 //   - RSS growth of `serve` per client, 2048-bit RSA certificates, Dask
-//     handshake done (tests/e2e/test_serve_tls.py): about 2.2 KiB over
-//     TCP and 31 KiB over TLS.
+//     handshake and identity done (tests/e2e/test_serve_tls.py): about
+//     3 KiB over TCP and 32 KiB over TLS.
 #pragma once
 
 #include <chrono>

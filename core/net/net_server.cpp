@@ -116,10 +116,14 @@ Status ServerSession::received(ByteSpan data) {
   for (;;) {
     auto msg = reader_.next();
     if (!msg) return std::move(msg).error();
-    if (!*msg) return ok_status();
+    if (!*msg) break;
     if (auto st = on_message(std::move(**msg)); !st) return st;
-    if (closing_) return ok_status();
+    if (closing_) break;
   }
+  // Between messages an idle client holds no read buffer (the reader's
+  // 64 KiB staging chunk comes back with the next bytes).
+  reader_.release_idle();
+  return ok_status();
 }
 
 Status ServerSession::on_message(std::vector<Bytes> frames) {

@@ -3,7 +3,9 @@
 #include "core/net/tls.h"
 
 #include <doctest/doctest.h>
+#include <malloc.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -324,4 +326,83 @@ TEST_CASE("net: garbage and silent clients do not hold up a served client") {
   CHECK(total > 0);
   auto r = rpc::query_endpoint(a, query_options());
   CHECK(r.ok());
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define NET_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NET_TEST_ASAN 1
+#endif
+#endif
+#ifndef NET_TEST_ASAN
+#define NET_TEST_ASAN 0
+#endif
+
+TEST_CASE("net_server: 1,000 idle clients cost the server little heap each") {
+#if NET_TEST_ASAN
+  MESSAGE("not measured under AddressSanitizer (its allocator is not malloc's)");
+  return;
+#endif
+  rlimit rl{};
+  getrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  std::size_t count = 1000;
+  if (rl.rlim_cur < 2 * count + 100) {
+    count = rl.rlim_cur > 300 ? (rl.rlim_cur - 100) / 2 : 100;
+    MESSAGE("the file descriptor limit allows " << count << " clients only");
+  }
+  RunningServer srv({spec()});
+  const net::Address a = srv.addresses()[0];
+  Buffer hello = rpc::encode_msgpack_message(query_options().session.ours.to_msgpack());
+  const Buffer identity = rpc::encode_request("identity", true);
+  hello.insert(hello.end(), identity.begin(), identity.end());
+
+  // A plain blocking client (no heap of its own): handshake and identity,
+  // then it sits idle holding the connection.
+  auto client = [&] {
+    net::Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(a.port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(s.fd(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+    timeval tv{10, 0};
+    setsockopt(s.fd(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    REQUIRE(::send(s.fd(), hello.data(), hello.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(hello.size()));
+    rpc::MessageReader reader{Limits{}};
+    std::array<std::uint8_t, 4096> buf;
+    int messages = 0;
+    while (messages < 2) {
+      const ssize_t n = ::recv(s.fd(), buf.data(), buf.size(), 0);
+      REQUIRE(n > 0);
+      reader.push(ByteSpan(buf.data(), static_cast<std::size_t>(n)));
+      for (;;) {
+        auto m = reader.next();
+        REQUIRE(m.ok());
+        if (!*m) break;
+        ++messages;
+      }
+    }
+    return s;
+  };
+  auto heap = [] {
+    const struct mallinfo2 m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+  };
+  std::vector<net::Socket> idle;
+  idle.reserve(count + 10);
+  for (int i = 0; i < 10; ++i) idle.push_back(client());  // the server's one-time state first
+  malloc_trim(0);
+  const std::size_t before = heap();
+  for (std::size_t i = 0; i < count; ++i) idle.push_back(client());
+  const std::size_t after = heap();
+  REQUIRE(after > before);
+  const std::size_t per_client = (after - before) / count;
+  MESSAGE("serve: " << count << " idle clients, " << per_client << " bytes of heap each");
+  CHECK(per_client <= 64 * 1024);
+  CHECK(srv.get().stats().accepted >= count + 10);
 }
