@@ -7,12 +7,12 @@
 #include <snappy.h>
 #include <zlib.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include <algorithm>
 #include <limits>
 
 #include "core/base/byte_reader.h"
-#include "core/base/page_buffer.h"
 
 namespace daskcaps {
 
@@ -57,44 +57,112 @@ Error too_large(std::uint64_t size, std::uint64_t limit, std::string_view codec)
                         " (--max-decompressed-bytes)");
 }
 
-// Compressors write into scratch memory as large as the codec's bound and
-// return an exact-size copy: the bound (about the input's size) is then
-// neither zeroed for every frame nor kept alive next to every output frame
-// until it is written. Bounds up to kKeptScratchBytes use a per-thread
-// buffer that stays; larger ones (a large frame) get pages of their own,
-// which cost memory only as the compressor writes them and are given back
-// at once, so no thread keeps a large message's worth of scratch.
-constexpr std::size_t kKeptScratchBytes = std::size_t{1} << 20;
-
-template <typename F>
-Result<Buffer> compress_via_scratch(std::size_t bound, F&& compress_into) {
-  if (bound > kKeptScratchBytes) {
-    auto pages = PageBuffer::reserve(bound);
-    if (!pages) return std::move(pages).error();
-    Result<std::size_t> written = compress_into((*pages)->data(), bound);
-    if (!written) return std::move(written).error();
-    return Buffer((*pages)->data(), (*pages)->data() + *written);
-  }
-  thread_local Buffer scratch;
-  if (scratch.size() < bound) {
-    scratch = Buffer();  // drop the old one before the new one is allocated
-    scratch.resize(bound);
-  }
-  Result<std::size_t> written = compress_into(scratch.data(), bound);
-  if (!written) return std::move(written).error();
-  return Buffer(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(*written));
+// For a frame that declares no size: found while decoding it.
+Error decodes_too_large(std::uint64_t limit, std::string_view codec) {
+  return make_error(Errc::limit_exceeded, std::string(codec) + " frame decodes to more than the limit of " +
+                                              std::to_string(limit) + " bytes (--max-decompressed-bytes)");
 }
 
-// One zstd compression context per thread, reused: ZSTD_compress would make
-// and free one (several MiB of tables at level 3) for every frame. The
-// output is the same.
-ZSTD_CCtx* thread_zstd_context() {
-  struct Holder {
-    ZSTD_CCtx* cctx = ZSTD_createCCtx();
-    ~Holder() { ZSTD_freeCCtx(cctx); }
-  };
-  thread_local Holder holder;
-  return holder.cctx;
+// ---- what a frame can hold --------------------------------------------------
+// Each format bounds how much output its input can make. A declared size
+// above that bound is a lie, refused before anything is allocated, so a
+// frame can never make us allocate more than a fixed multiple of its own size.
+//
+// lz4 block: a sequence is a token, its literals (one output byte for each
+// input byte), a 2-byte offset and a match of 4 + 15 bytes from the token,
+// plus 255 for each extra length byte and up to 254 for the last one. A
+// sequence with k extra length bytes thus makes at most 273 + 255k bytes
+// from at least k + 4: less than 255 per input byte, as do literals.
+constexpr std::uint64_t kLz4MaxRatio = 255;
+// snappy: after the varint length, the densest element is a copy with a
+// 2-byte offset, 3 bytes for at most 64 output bytes (a 1-byte-offset copy
+// is 2 bytes for at most 11; a literal one byte for one).
+constexpr std::uint64_t kSnappyCopyBytes = 3, kSnappyCopyMax = 64;
+// zstd: a block that makes output has a 3-byte header and at least one byte
+// of content (an RLE block: one byte repeated), and makes at most 128 KiB
+// (RFC 8878 §3.1.1.2.3; libzstd's one-shot decoder also takes RLE blocks of
+// up to 2 MiB, which no encoder writes and its streaming decoder refuses).
+constexpr std::uint64_t kZstdBlockOverhead = 4, kZstdBlockMax = std::uint64_t{128} << 10;
+
+std::uint64_t most_output(Codec c, std::uint64_t input) {
+  switch (c) {
+    case Codec::lz4: return input * kLz4MaxRatio;
+    case Codec::snappy: return input * kSnappyCopyMax / kSnappyCopyBytes;
+    case Codec::zstd: return input / kZstdBlockOverhead * kZstdBlockMax;
+    case Codec::none: return input;
+    case Codec::zlib: break;
+  }
+  return std::numeric_limits<std::uint64_t>::max();
+}
+
+Error impossible_size(std::uint64_t size, std::uint64_t input, Codec c) {
+  return make_error(Errc::codec_failed,
+                    std::string(codec_name(c)) + " frame declares " + std::to_string(size) + " bytes, more than " +
+                        std::to_string(input) + " bytes of " + std::string(codec_name(c)) +
+                        " can make (at most " + std::to_string(most_output(c, input)) + ")");
+}
+
+// ---- per-thread codec state -----------------------------------------------------
+// zstd contexts are made once per thread and reused: making one costs its
+// tables (about 1.3 MiB at level 3) for every frame. A context that a frame
+// made larger than kKeepScratchBytes (level 19's tables, a large window) is
+// given back after that frame, so a thread keeps at most that much between
+// frames. Output buffers are never per-thread scratch: each codec writes
+// into the buffer it returns.
+constexpr std::size_t kKeepScratchBytes = std::size_t{16} << 20;
+
+template <typename Ctx, Ctx* (*Create)(), std::size_t (*Free)(Ctx*), std::size_t (*Size)(const Ctx*)>
+class ThreadContext {
+ public:
+  ~ThreadContext() { Free(ctx_); }
+  Ctx* get() {
+    if (ctx_ == nullptr) ctx_ = Create();
+    return ctx_;
+  }
+  /// Gives the context back when it has grown past what a thread may keep.
+  void trim() {
+    if (ctx_ != nullptr && Size(ctx_) > kKeepScratchBytes) {
+      Free(ctx_);
+      ctx_ = nullptr;
+    }
+  }
+
+ private:
+  Ctx* ctx_ = nullptr;
+};
+
+using ZstdCompressContext = ThreadContext<ZSTD_CCtx, ZSTD_createCCtx, ZSTD_freeCCtx, ZSTD_sizeof_CCtx>;
+using ZstdDecompressContext = ThreadContext<ZSTD_DCtx, ZSTD_createDCtx, ZSTD_freeDCtx, ZSTD_sizeof_DCtx>;
+
+ZstdCompressContext& thread_zstd_cctx() {
+  thread_local ZstdCompressContext ctx;
+  return ctx;
+}
+ZstdDecompressContext& thread_zstd_dctx() {
+  thread_local ZstdDecompressContext ctx;
+  return ctx;
+}
+
+// The next size of an output buffer that is full: double, or the whole cap
+// when doubling would stop short of it by less than half the present size
+// (growing a vector copies it, so each step costs the old and the new).
+std::size_t grown_room(std::size_t size, std::uint64_t cap) {
+  const std::uint64_t doubled = std::max<std::uint64_t>(2 * std::uint64_t{size}, 64);
+  return static_cast<std::size_t>(doubled + size / 2 >= cap ? cap : doubled);
+}
+
+// Compressors write straight into the buffer they return, sized to the
+// codec's bound (Buffer does not zero-fill it). When the output fills less
+// than half of it, it is copied into an exact-size buffer, so that the
+// slack does not stay allocated next to the frame until it is written.
+template <typename F>
+Result<Buffer> compress_into_bound(std::size_t bound, F&& compress_into) {
+  Buffer out(bound);
+  Result<std::size_t> written = compress_into(out.data(), bound);
+  if (!written) return std::move(written).error();
+  if (*written < bound / 2) return Buffer(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(*written));
+  out.resize(*written);
+  return out;
 }
 
 Result<Buffer> lz4_compress(ByteSpan in) {
@@ -111,7 +179,7 @@ Result<Buffer> lz4_compress(ByteSpan in) {
     if (written <= 0 && !in.empty()) return make_error(Errc::codec_failed, "lz4 compression failed");
     return 4 + static_cast<std::size_t>(std::max(written, 0));
   };
-  return compress_via_scratch(4 + static_cast<std::size_t>(bound), into);
+  return compress_into_bound(4 + static_cast<std::size_t>(bound), into);
 }
 
 Result<Buffer> lz4_decompress(ByteSpan in, std::uint64_t max_output) {
@@ -123,10 +191,11 @@ Result<Buffer> lz4_decompress(ByteSpan in, std::uint64_t max_output) {
     return make_error(Errc::codec_failed,
                       "lz4 size prefix " + std::to_string(*size) + " is negative as int32");
   if (*size > max_output) return too_large(*size, max_output, "lz4");
-  Buffer out(*size);
   ByteSpan block = r.rest();
+  if (*size > most_output(Codec::lz4, block.size())) return impossible_size(*size, block.size(), Codec::lz4);
   if (block.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
     return make_error(Errc::codec_failed, "lz4 block too large");
+  Buffer out(*size);
   const int got = LZ4_decompress_safe(reinterpret_cast<const char*>(block.data()),
                                       reinterpret_cast<char*>(out.data()),
                                       static_cast<int>(block.size()), static_cast<int>(*size));
@@ -145,13 +214,14 @@ constexpr std::size_t kZstdParallelBytes = std::size_t{1} << 20;
 constexpr std::size_t kZstdMinJobBytes = std::size_t{512} << 10;
 
 Result<Buffer> zstd_compress(ByteSpan in, int level, int workers) {
+  ZstdCompressContext& ctx = thread_zstd_cctx();
   const bool parallel = workers > 1 && in.size() >= kZstdParallelBytes;
   // A parallel compression gets a context of its own, freed afterwards: its
   // worker pool and job buffers would otherwise stay with every thread that
   // ever compressed a large frame.
   std::unique_ptr<ZSTD_CCtx, std::size_t (*)(ZSTD_CCtx*)> own(parallel ? ZSTD_createCCtx() : nullptr,
                                                               ZSTD_freeCCtx);
-  ZSTD_CCtx* cctx = parallel ? own.get() : thread_zstd_context();
+  ZSTD_CCtx* cctx = parallel ? own.get() : ctx.get();
   if (cctx == nullptr) return make_error(Errc::codec_failed, "zstd: out of memory");
   if (parallel) {
     ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
@@ -169,57 +239,86 @@ Result<Buffer> zstd_compress(ByteSpan in, int level, int workers) {
       return make_error(Errc::codec_failed, std::string("zstd: ") + ZSTD_getErrorName(written));
     return written;
   };
-  return compress_via_scratch(ZSTD_compressBound(in.size()), into);
+  auto out = compress_into_bound(ZSTD_compressBound(in.size()), into);
+  ctx.trim();
+  return out;
 }
+
+// Room for the first step of a zstd decode: the declared size when the
+// input is at least 1/32 of it, else 32 times the input (at least 1 MiB).
+// The buffer then doubles as output appears, so a frame whose header claims
+// far more than its blocks make costs what they make, not what it claims.
+constexpr std::uint64_t kZstdTrustRatio = 32;
+constexpr std::uint64_t kZstdFirstRoom = std::uint64_t{1} << 20;
 
 Result<Buffer> zstd_decompress(ByteSpan in, std::uint64_t max_output) {
   if (in.size() < 4) return make_error(Errc::codec_failed, "zstd frame shorter than its magic");
-  const unsigned long long size = ZSTD_getFrameContentSize(in.data(), in.size());
-  if (size == ZSTD_CONTENTSIZE_ERROR)
+  const unsigned long long declared = ZSTD_getFrameContentSize(in.data(), in.size());
+  if (declared == ZSTD_CONTENTSIZE_ERROR)
     return make_error(Errc::codec_failed, "not a zstd frame (bad magic or header)");
-  if (size != ZSTD_CONTENTSIZE_UNKNOWN) {
-    if (size > max_output) return too_large(size, max_output, "zstd");
-    Buffer out(static_cast<std::size_t>(size));
-    const std::size_t got = ZSTD_decompress(out.data(), out.size(), in.data(), in.size());
-    if (ZSTD_isError(got))
-      return make_error(Errc::codec_failed, std::string("zstd: ") + ZSTD_getErrorName(got));
-    if (got != size)
-      return make_error(Errc::codec_failed, "zstd frame decoded to " + std::to_string(got) +
-                                                " bytes, its header says " + std::to_string(size));
-    return out;
-  }
-  // No content size (not what Dask writes, but a valid frame): stream it out
-  // under the limit.
-  ZSTD_DStream* ds = ZSTD_createDStream();
-  if (ds == nullptr) return make_error(Errc::codec_failed, "zstd: out of memory");
-  Buffer out;
+  const bool known = declared != ZSTD_CONTENTSIZE_UNKNOWN;
+  if (known && declared > max_output) return too_large(declared, max_output, "zstd");
+  if (known && declared > most_output(Codec::zstd, in.size()))
+    return impossible_size(declared, in.size(), Codec::zstd);
+  // Without a content size (not what Dask writes, but a valid frame) the
+  // output is bounded by the limit alone. One byte of room past the most
+  // allowed tells a frame that makes more from one that makes exactly that.
+  const std::uint64_t most = known ? declared : max_output;
+  const std::uint64_t cap = most + 1;
+
+  ZstdDecompressContext& ctx = thread_zstd_dctx();
+  ZSTD_DCtx* dctx = ctx.get();
+  if (dctx == nullptr) return make_error(Errc::codec_failed, "zstd: out of memory");
+  ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
+  struct Trim {
+    ZstdDecompressContext& ctx;
+    ~Trim() { ctx.trim(); }
+  } trim{ctx};
+
+  Buffer out(static_cast<std::size_t>(
+      std::min(cap, std::max(kZstdFirstRoom, std::uint64_t{in.size()} * kZstdTrustRatio))));
+  std::size_t pos = 0;
   ZSTD_inBuffer input{in.data(), in.size(), 0};
-  std::size_t ret = 1;
-  while (ret != 0) {
-    const std::size_t chunk = ZSTD_DStreamOutSize();
-    if (out.size() > max_output) {
-      ZSTD_freeDStream(ds);
-      return too_large(out.size(), max_output, "zstd");
+  bool whole_room = out.size() == cap;
+  for (;;) {
+    if (pos == out.size()) {
+      if (out.size() >= cap) break;  // one byte more than allowed came out
+      out.resize(grown_room(out.size(), cap));
     }
-    const std::size_t old = out.size();
-    out.resize(old + chunk);
-    ZSTD_outBuffer output{out.data() + old, chunk, 0};
-    ret = ZSTD_decompressStream(ds, &output, &input);
-    out.resize(old + output.pos);
+    ZSTD_outBuffer output{out.data(), out.size(), pos};
+    const std::size_t in_before = input.pos;
+    const std::size_t ret = ZSTD_decompressStream(dctx, &output, &input);
+    const bool progressed = input.pos != in_before || output.pos != pos;
+    pos = output.pos;
     if (ZSTD_isError(ret)) {
-      ZSTD_freeDStream(ds);
+      // A frame whose window is larger than the streaming decoder takes
+      // (2^27 bytes) still decodes in one pass into room for all of it,
+      // which it has declared and the checks above allowed.
+      if (ZSTD_getErrorCode(ret) == ZSTD_error_frameParameter_windowTooLarge && known && !whole_room &&
+          pos == 0) {
+        ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
+        input.pos = 0;
+        out.resize(static_cast<std::size_t>(cap));
+        whole_room = true;
+        continue;
+      }
       return make_error(Errc::codec_failed, std::string("zstd: ") + ZSTD_getErrorName(ret));
     }
-    if (out.size() > max_output) {
-      ZSTD_freeDStream(ds);
-      return too_large(out.size(), max_output, "zstd");
-    }
-    if (ret != 0 && input.pos == input.size && output.pos < chunk) {
-      ZSTD_freeDStream(ds);
+    if (ret == 0 && input.pos == input.size) break;
+    if (input.pos == input.size && output.pos < output.size)
       return make_error(Errc::codec_failed, "zstd frame is truncated");
-    }
+    if (!progressed) return make_error(Errc::codec_failed, "zstd frame makes no progress");
   }
-  ZSTD_freeDStream(ds);
+  if (pos > most) {
+    if (known)
+      return make_error(Errc::codec_failed, "zstd frame decoded to more than the " + std::to_string(declared) +
+                                                " bytes its header says");
+    return decodes_too_large(max_output, "zstd");
+  }
+  if (known && pos != declared)
+    return make_error(Errc::codec_failed, "zstd frame decoded to " + std::to_string(pos) +
+                                              " bytes, its header says " + std::to_string(declared));
+  out.resize(pos);
   return out;
 }
 
@@ -230,7 +329,7 @@ Result<Buffer> snappy_compress(ByteSpan in) {
                         &written);
     return written;
   };
-  return compress_via_scratch(snappy::MaxCompressedLength(in.size()), into);
+  return compress_into_bound(snappy::MaxCompressedLength(in.size()), into);
 }
 
 Result<Buffer> snappy_decompress(ByteSpan in, std::uint64_t max_output) {
@@ -238,6 +337,11 @@ Result<Buffer> snappy_decompress(ByteSpan in, std::uint64_t max_output) {
   if (!snappy::GetUncompressedLength(reinterpret_cast<const char*>(in.data()), in.size(), &size))
     return make_error(Errc::codec_failed, "snappy length header is corrupt");
   if (size > max_output) return too_large(size, max_output, "snappy");
+  // What follows the varint (1 to 5 bytes) are the elements.
+  std::uint64_t header = 0;
+  while (header < in.size() && (in[header] & 0x80) != 0) ++header;
+  const std::uint64_t elements = in.size() - std::min<std::uint64_t>(in.size(), header + 1);
+  if (size > most_output(Codec::snappy, elements)) return impossible_size(size, elements, Codec::snappy);
   Buffer out(size);
   if (!snappy::RawUncompress(reinterpret_cast<const char*>(in.data()), in.size(),
                              reinterpret_cast<char*>(out.data())))
@@ -252,18 +356,23 @@ Result<Buffer> zlib_compress(ByteSpan in, int level) {
     if (rc != Z_OK) return make_error(Errc::codec_failed, "zlib compression failed (" + std::to_string(rc) + ")");
     return static_cast<std::size_t>(written);
   };
-  return compress_via_scratch(compressBound(static_cast<uLong>(in.size())), into);
+  return compress_into_bound(compressBound(static_cast<uLong>(in.size())), into);
 }
 
+// zlib declares no size: the output buffer starts at four times the input
+// and doubles as output appears, never past one byte over the limit.
 Result<Buffer> zlib_decompress(ByteSpan in, std::uint64_t max_output) {
   z_stream zs{};
   if (inflateInit(&zs) != Z_OK) return make_error(Errc::codec_failed, "zlib: cannot initialise");
-  Buffer out;
+  struct End {
+    z_stream& zs;
+    ~End() { inflateEnd(&zs); }
+  } end{zs};
+  const std::uint64_t cap = max_output + 1;
+  Buffer out(static_cast<std::size_t>(std::min<std::uint64_t>(cap, std::uint64_t{in.size()} * 4 + 64)));
+  std::size_t pos = 0;
   std::size_t fed = 0;
   int rc = Z_OK;
-  const std::size_t chunk = std::size_t{1} << 16;
-  // Guess from the input size, grow as needed, never past the limit.
-  out.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(in.size() * 4 + 64, max_output)));
   while (rc != Z_STREAM_END) {
     if (zs.avail_in == 0 && fed < in.size()) {
       const std::size_t step = std::min<std::size_t>(in.size() - fed, 1u << 30);
@@ -271,38 +380,28 @@ Result<Buffer> zlib_decompress(ByteSpan in, std::uint64_t max_output) {
       zs.avail_in = static_cast<uInt>(step);
       fed += step;
     }
-    const std::size_t old = out.size();
-    if (old >= max_output + 1) {
-      inflateEnd(&zs);
-      return too_large(old, max_output, "zlib");
+    if (pos == out.size()) {
+      if (out.size() >= cap) return decodes_too_large(max_output, "zlib");
+      out.resize(grown_room(out.size(), cap));
     }
-    const std::size_t grow = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, max_output + 1 - old));
-    out.resize(old + grow);
-    zs.next_out = out.data() + old;
-    zs.avail_out = static_cast<uInt>(grow);
+    const std::size_t room = std::min<std::size_t>(out.size() - pos, 1u << 30);
+    zs.next_out = out.data() + pos;
+    zs.avail_out = static_cast<uInt>(room);
     rc = inflate(&zs, Z_NO_FLUSH);
-    out.resize(old + (grow - zs.avail_out));
+    pos += room - zs.avail_out;
     if (rc == Z_STREAM_END) break;
-    if (rc == Z_BUF_ERROR && zs.avail_in == 0 && fed == in.size()) {
-      inflateEnd(&zs);
+    if (rc == Z_BUF_ERROR && zs.avail_in == 0 && fed == in.size())
       return make_error(Errc::codec_failed, "zlib stream is truncated");
-    }
-    if (rc != Z_OK && rc != Z_BUF_ERROR) {
-      const std::string why = zs.msg ? zs.msg : "error " + std::to_string(rc);
-      inflateEnd(&zs);
-      return make_error(Errc::codec_failed, "zlib stream is corrupt: " + why);
-    }
-    if (out.size() > max_output) {
-      inflateEnd(&zs);
-      return too_large(out.size(), max_output, "zlib");
-    }
+    if (rc != Z_OK && rc != Z_BUF_ERROR)
+      return make_error(Errc::codec_failed,
+                        "zlib stream is corrupt: " + std::string(zs.msg ? zs.msg : "error " + std::to_string(rc)));
   }
-  inflateEnd(&zs);
-  // The loop leaves room for one byte past the limit to notice an overflow;
-  // a stream that ends on that byte is over the limit too.
-  if (out.size() > max_output) return too_large(out.size(), max_output, "zlib");
+  // The buffer holds one byte past the limit to notice an overflow; a
+  // stream that ends on that byte is over the limit too.
+  if (pos > max_output) return decodes_too_large(max_output, "zlib");
   if (fed < in.size() || zs.avail_in != 0)
     return make_error(Errc::codec_failed, "zlib stream has trailing bytes");
+  out.resize(pos);
   return out;
 }
 

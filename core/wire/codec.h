@@ -11,10 +11,22 @@
 //             valid zlib stream is accepted when reading
 //   nil/false the frame is raw
 //
-// Decompression is bounded: a frame whose declared or actual output exceeds
-// the caller's limit (Limits::max_decompressed_bytes) is an error
-// (Errc::limit_exceeded) before the output is allocated, and a frame that
-// decodes to a size other than the one it declares is Errc::codec_failed.
+// Decompression is bounded by the caller's limit (Limits::max_decompressed_bytes)
+// and by what the input can make, so that memory follows the data, not what
+// a frame claims:
+//   - a frame declaring more than the limit is Errc::limit_exceeded, and one
+//     declaring more than its codec can make from its size (lz4 255:1,
+//     snappy 64:3, zstd 128 KiB per 4 bytes) is Errc::codec_failed, both
+//     before anything is allocated;
+//   - lz4 and snappy then decode into a buffer of the declared size, which
+//     is not zero-filled (pages are touched only as output is written);
+//   - zstd and zlib decode in steps into a buffer that starts small (zstd:
+//     the declared size when the input is at least 1/32 of it) and doubles
+//     as output actually appears, up to the declared size or the limit;
+//     zlib output past the limit is Errc::limit_exceeded;
+//   - a frame that decodes to a size other than the one it declares is
+//     Errc::codec_failed.
+// A thread keeps at most 16 MiB of codec state (zstd contexts) between frames.
 #pragma once
 
 #include <cstdint>

@@ -4,6 +4,7 @@
 
 #include <zstd.h>
 
+#include <algorithm>
 #include <random>
 
 using namespace daskcaps;
@@ -163,4 +164,136 @@ TEST_CASE("codec: maybe_compress follows Dask's rules") {
   CHECK(maybe_compress(Codec::zlib, half, strict)->compressed);
   // Deterministic: the same input gives the same output.
   CHECK(maybe_compress(Codec::zstd, half)->data == maybe_compress(Codec::zstd, half)->data);
+}
+
+namespace {
+// A zstd frame by hand (RFC 8878): a header claiming `content_size` (not
+// single-segment: window 2^20), then `blocks` RLE blocks of 128 KiB of 'z',
+// the last one marked last when `finished`.
+Buffer zstd_rle_frame(std::uint64_t content_size, std::size_t blocks, bool finished = true) {
+  Buffer f{0x28, 0xb5, 0x2f, 0xfd, 0x80 /* 4-byte content size */, (20 - 10) << 3};
+  for (int i = 0; i < 4; ++i) f.push_back(static_cast<std::uint8_t>(content_size >> (8 * i)));
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const bool last = finished && b + 1 == blocks;
+    const std::uint32_t header = (last ? 1u : 0u) | (1u << 1) | ((128u << 10) << 3);
+    for (int i = 0; i < 3; ++i) f.push_back(static_cast<std::uint8_t>(header >> (8 * i)));
+    f.push_back('z');
+  }
+  return f;
+}
+}  // namespace
+
+TEST_CASE("codec: a declared size more than the input can make is refused before allocating") {
+  // lz4: at most 255 output bytes per block byte.
+  Buffer lz{0x00, 0x00, 0x00, 0x40};  // claims 1 GiB
+  lz.resize(lz.size() + 100, 0x11);
+  auto r = decompress(Codec::lz4, lz, ~0ull);
+  REQUIRE(!r);
+  CHECK(r.error().code == Errc::codec_failed);
+  CHECK(r.error().what.find("more than 100 bytes of lz4 can make (at most 25500)") != std::string::npos);
+  // snappy: at most 64 output bytes per 3 bytes after the varint.
+  Buffer sn{0x80, 0x80, 0x80, 0x80, 0x04};  // varint 2^30
+  sn.resize(sn.size() + 30, 0);
+  r = decompress(Codec::snappy, sn, ~0ull);
+  REQUIRE(!r);
+  CHECK(r.error().code == Errc::codec_failed);
+  CHECK(r.error().what.find("at most 640)") != std::string::npos);
+  // zstd: at most 128 KiB per 4 bytes (one RLE block).
+  const Buffer zs = zstd_rle_frame(std::uint64_t{2} << 30, 1);
+  r = decompress(Codec::zstd, zs, ~0ull);
+  REQUIRE(!r);
+  CHECK(r.error().code == Errc::codec_failed);
+  // The limit is checked first, and still names its flag.
+  r = decompress(Codec::zstd, zs, 1 << 20);
+  REQUIRE(!r);
+  CHECK(r.error().code == Errc::limit_exceeded);
+  CHECK(r.error().what.find("--max-decompressed-bytes") != std::string::npos);
+}
+
+TEST_CASE("codec: frames at each codec's densest still decode") {
+  // The bounds are the formats' own: zeros, which every encoder packs as
+  // densely as its format allows, come back.
+  const Buffer zeros(std::size_t{16} << 20, 0);
+  for (Codec c : kAllCodecs) {
+    CAPTURE(codec_name(c));
+    auto z = compress(c, zeros);
+    REQUIRE(z);
+    auto back = decompress(c, *z, zeros.size());
+    REQUIRE(back);
+    CHECK(*back == zeros);
+  }
+  // zstd RLE blocks, 32768:1: exactly at the bound.
+  const Buffer rle = zstd_rle_frame(64 * (128 << 10), 64);
+  auto back = decompress(Codec::zstd, rle, ~0ull);
+  REQUIRE(back);
+  CHECK(back->size() == 64u * (128 << 10));
+  CHECK(std::all_of(back->begin(), back->end(), [](std::uint8_t b) { return b == 'z'; }));
+}
+
+TEST_CASE("codec: a zstd frame that makes less or more than it declares is codec_failed") {
+  // Claims 2 MiB, makes 128 KiB and ends.
+  auto r = decompress(Codec::zstd, zstd_rle_frame(2 << 20, 1), ~0ull);
+  REQUIRE(!r);
+  CHECK(r.error().code == Errc::codec_failed);
+  // Claims 2 MiB, makes 256 KiB and stops (no last block): truncated.
+  r = decompress(Codec::zstd, zstd_rle_frame(2 << 20, 2, false), ~0ull);
+  REQUIRE(!r);
+  CHECK(r.error().code == Errc::codec_failed);
+  // Claims 128 KiB and makes 256 KiB.
+  r = decompress(Codec::zstd, zstd_rle_frame(128 << 10, 2), ~0ull);
+  REQUIRE(!r);
+  CHECK(r.error().code == Errc::codec_failed);
+  // Two frames: the second makes bytes the first one's header did not declare.
+  const Buffer data = compressible(50000);
+  Buffer two = *compress(Codec::zstd, data);
+  const Buffer more = *compress(Codec::zstd, data);
+  two.insert(two.end(), more.begin(), more.end());
+  r = decompress(Codec::zstd, two, ~0ull);
+  REQUIRE(!r);
+  CHECK(r.error().code == Errc::codec_failed);
+}
+
+TEST_CASE("codec: a zstd frame with a window past the streaming decoder's still decodes") {
+  // Single-segment (the window is the content size, 130 MiB > 2^27) and far
+  // more compressed than 32:1, so the first room is too small and the
+  // streaming decoder refuses the window: it is decoded in one pass.
+  const std::size_t blocks = 1040;
+  Buffer f{0x28, 0xb5, 0x2f, 0xfd, 0xa0 /* single segment, 4-byte size */};
+  const std::uint32_t size = static_cast<std::uint32_t>(blocks * (128 << 10));
+  for (int i = 0; i < 4; ++i) f.push_back(static_cast<std::uint8_t>(size >> (8 * i)));
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const std::uint32_t header = (b + 1 == blocks ? 1u : 0u) | (1u << 1) | ((128u << 10) << 3);
+    for (int i = 0; i < 3; ++i) f.push_back(static_cast<std::uint8_t>(header >> (8 * i)));
+    f.push_back(7);
+  }
+  auto r = decompress(Codec::zstd, f, ~0ull);
+  REQUIRE(r);
+  CHECK(r->size() == size);
+  CHECK((*r)[0] == 7);
+  CHECK((*r)[size - 1] == 7);
+}
+
+TEST_CASE("codec: zlib output grows with the stream, up to the limit") {
+  // 8 MiB of zeros in about 8 KiB: the output starts at 4x the input.
+  const Buffer zeros(std::size_t{8} << 20, 0);
+  const Buffer z = *compress(Codec::zlib, zeros);
+  CHECK(z.size() < zeros.size() / 500);
+  auto back = decompress(Codec::zlib, z, zeros.size());
+  REQUIRE(back);
+  CHECK(*back == zeros);
+  auto over = decompress(Codec::zlib, z, zeros.size() - 1);
+  REQUIRE(!over);
+  CHECK(over.error().code == Errc::limit_exceeded);
+  CHECK(over.error().what.find("--max-decompressed-bytes") != std::string::npos);
+}
+
+TEST_CASE("codec: compressed frames hold no slack larger than themselves") {
+  for (Codec c : kAllCodecs) {
+    CAPTURE(codec_name(c));
+    for (const Buffer& in : {compressible(1 << 20), noise(1 << 20), Buffer(1 << 20, 0)}) {
+      auto z = compress(c, in);
+      REQUIRE(z);
+      CHECK(z->capacity() <= 2 * z->size());
+    }
+  }
 }
