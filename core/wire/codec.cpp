@@ -10,6 +10,7 @@
 #include <zstd_errors.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "core/base/byte_reader.h"
@@ -143,12 +144,16 @@ ZstdDecompressContext& thread_zstd_dctx() {
   return ctx;
 }
 
-// The next size of an output buffer that is full: double, or the whole cap
-// when doubling would stop short of it by less than half the present size
-// (growing a vector copies it, so each step costs the old and the new).
-std::size_t grown_room(std::size_t size, std::uint64_t cap) {
-  const std::uint64_t doubled = std::max<std::uint64_t>(2 * std::uint64_t{size}, 64);
-  return static_cast<std::size_t>(doubled + size / 2 >= cap ? cap : doubled);
+// Grows a full output buffer: to double its size, or to the whole cap when
+// doubling would stop short of it by less than half the present size (each
+// step holds the old and the new buffer at once). The bytes written so far
+// are copied with memcpy: a vector with a custom allocator relocates its
+// elements one by one.
+void grow_output(Buffer& out, std::size_t written, std::uint64_t cap) {
+  const std::uint64_t doubled = std::max<std::uint64_t>(2 * std::uint64_t{out.size()}, 64);
+  Buffer bigger(static_cast<std::size_t>(doubled + out.size() / 2 >= cap ? cap : doubled));
+  if (written > 0) std::memcpy(bigger.data(), out.data(), written);
+  out.swap(bigger);
 }
 
 // Compressors write straight into the buffer they return, sized to the
@@ -283,7 +288,7 @@ Result<Buffer> zstd_decompress(ByteSpan in, std::uint64_t max_output) {
   for (;;) {
     if (pos == out.size()) {
       if (out.size() >= cap) break;  // one byte more than allowed came out
-      out.resize(grown_room(out.size(), cap));
+      grow_output(out, pos, cap);
     }
     ZSTD_outBuffer output{out.data(), out.size(), pos};
     const std::size_t in_before = input.pos;
@@ -298,6 +303,7 @@ Result<Buffer> zstd_decompress(ByteSpan in, std::uint64_t max_output) {
           pos == 0) {
         ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
         input.pos = 0;
+        out = Buffer();  // nothing written yet: no copy, and the old room goes first
         out.resize(static_cast<std::size_t>(cap));
         whole_room = true;
         continue;
@@ -382,7 +388,7 @@ Result<Buffer> zlib_decompress(ByteSpan in, std::uint64_t max_output) {
     }
     if (pos == out.size()) {
       if (out.size() >= cap) return decodes_too_large(max_output, "zlib");
-      out.resize(grown_room(out.size(), cap));
+      grow_output(out, pos, cap);
     }
     const std::size_t room = std::min<std::size_t>(out.size() - pos, 1u << 30);
     zs.next_out = out.data() + pos;
