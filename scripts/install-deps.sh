@@ -15,6 +15,8 @@ packages=(
   python3-importlib-metadata
   # tests: certificates, captures, fuzzing
   openssl tcpdump clang libclang-rt-14-dev
+  # tests: peak RSS of a child (GNU time)
+  time
 )
 
 missing=()
