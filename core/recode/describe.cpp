@@ -209,7 +209,15 @@ ObjectReport describe_object(const Message& message, const SubObject& obj, const
     if (codecs) {
       const CompressionValue& cv = (*codecs)[i];
       fr.compression = cv.to_string();
-      auto raw = decompress_frame(cv, obj.frames[i], options.limits);
+      // Each frame under the per-frame limit, the object's frames together
+      // under the message limit (as decompressed_frames does for transcode):
+      // many small frames that each make the most allowed cannot add up past
+      // what a message may hold.
+      Limits frame_limits = options.limits;
+      frame_limits.max_decompressed_bytes =
+          std::min(options.limits.max_decompressed_bytes,
+                   options.limits.max_message_bytes - std::min(raw_total, options.limits.max_message_bytes));
+      auto raw = decompress_frame(cv, obj.frames[i], frame_limits);
       if (raw) {
         fr.raw_bytes = raw->size();
         raw_total += raw->size();
