@@ -44,6 +44,15 @@ Json json_document(std::string_view schema) {
   return doc;
 }
 
+Json diagnostics_json(const std::vector<Diagnostic>& diagnostics) {
+  Json out = Json::array();
+  for (const Diagnostic& d : diagnostics)
+    out.push_back(Json{{"kind", std::string(to_string(d.kind))},
+                       {"offset", d.has_offset() ? Json(d.offset) : Json(nullptr)},
+                       {"message", d.text}});
+  return out;
+}
+
 void print_json(const Json& doc) {
   std::cout << doc.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
 }

@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "core/base/diagnostic.h"
 #include "core/base/error.h"
 #include "core/base/limits.h"
 #include "core/wire/msgpack.h"
@@ -47,6 +49,10 @@ Json json_document(std::string_view schema);
 /// directly; map keys that are not strings, bin/ext values and non-finite
 /// floats become their Python-like repr (msgpack::repr).
 Json msgpack_to_json(const msgpack::Value& v);
+
+/// Diagnostics as the JSON array of "diagnostics" and "problem-details":
+/// [{"kind": "bytes-lost", "offset": 1234 | null, "message": "..."}].
+Json diagnostics_json(const std::vector<Diagnostic>& diagnostics);
 
 /// Prints a JSON document and a newline to stdout.
 void print_json(const Json& doc);

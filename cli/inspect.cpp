@@ -183,16 +183,17 @@ int run_inspect(const InspectOptions& opt) {
       // A problem inside an object (a frame that does not decompress, a
       // pickle that does not parse, a limit crossed) is bad input too: the
       // whole capture is still described, then the exit code says so.
-      std::function<const std::string*(const ObjectReport&)> first_problem =
-          [&](const ObjectReport& o) -> const std::string* {
+      std::function<const Diagnostic*(const ObjectReport&)> first_problem =
+          [&](const ObjectReport& o) -> const Diagnostic* {
         if (!o.problems.empty()) return &o.problems.front();
         for (const ObjectReport& e : o.elements)
-          if (const std::string* p = first_problem(e)) return p;
+          if (const Diagnostic* p = first_problem(e)) return p;
         return nullptr;
       };
       for (const ObjectReport& o : report.objects) {
-        if (const std::string* p = first_problem(o)) {
-          first_bad = make_error(Errc::bad_value, *p);
+        if (const Diagnostic* p = first_problem(o)) {
+          // The text already says where (its offsets are in it).
+          first_bad = make_error(Errc::bad_value, p->text);
           first_bad->add_context(o.path);
           first_bad->add_context("message " + std::to_string(it.index));
           break;
@@ -224,17 +225,19 @@ int run_inspect(const InspectOptions& opt) {
     Json doc = json_document("dask-caps.inspect/1");
     doc["input"] = opt.input;
     doc["format"] = std::string(formats::to_string(src.format()));
+    const std::vector<Diagnostic> warnings = src.warnings();
     if (src.is_capture()) {
       doc["connections"] = connections_json(src.connections(), handshakes);
-      doc["warnings"] = src.warnings();
+      doc["warnings"] = diagnostic_texts(warnings);
     }
+    doc["diagnostics"] = diagnostics_json(warnings);
     doc["messages"] = std::move(messages);
     doc["summary"] = {{"messages", count}, {"objects", objects}, {"bytes", bytes}};
     print_json(doc);
   } else {
     if (src.is_capture()) {
       connections_text(std::cout, src.connections(), handshakes);
-      for (const std::string& w : src.warnings()) std::cout << "warning: " << w << '\n';
+      for (const Diagnostic& w : src.warnings()) std::cout << "warning: " << w.text << '\n';
     }
     std::cout << count << (count == 1 ? " message, " : " messages, ") << objects
               << (objects == 1 ? " object, " : " objects, ") << bytes << " bytes\n";

@@ -66,7 +66,8 @@ Json object_json(const ObjectReport& o) {
     for (const ObjectReport& e : o.elements) elements.push_back(object_json(e));
     j["elements"] = std::move(elements);
   }
-  j["problems"] = o.problems;
+  j["problems"] = diagnostic_texts(o.problems);
+  j["problem-details"] = diagnostics_json(o.problems);
   return j;
 }
 
@@ -131,7 +132,7 @@ void object_text(std::ostream& out, const ObjectReport& o, const std::string& in
     }
   }
   for (const ObjectReport& e : o.elements) object_text(out, e, indent + "  ");
-  for (const std::string& p : o.problems) out << indent << "  problem: " << p << '\n';
+  for (const Diagnostic& p : o.problems) out << indent << "  problem: " << p.text << '\n';
 }
 
 }  // namespace

@@ -27,7 +27,11 @@ Json transcode_summary_json(const TranscodeSummary& s) {
   doc["buffers-inlined"] = s.report.buffers_inlined;
   doc["arrays-converted"] = s.report.arrays_converted;
   doc["unconvertible"] = s.report.unconvertible;
-  if (s.capture) doc["warnings"] = s.warnings;
+  if (s.capture) doc["warnings"] = diagnostic_texts(s.warnings);
+  std::vector<Diagnostic> diagnostics = s.warnings;
+  for (const std::string& u : s.report.unconvertible)
+    diagnostics.push_back(Diagnostic{DiagnosticKind::unconvertible, kNoOffset, u});
+  doc["diagnostics"] = diagnostics_json(diagnostics);
   if (s.recipient)
     doc["for"] = {{"endpoint", s.recipient->endpoint}, {"codec", s.recipient->codec},
                   {"pickle-protocol", s.recipient->pickle_protocol}, {"layout", s.recipient->layout}};
@@ -45,7 +49,7 @@ void render_transcode_text(const TranscodeSummary& s, std::ostream& out) {
       << r.frames_recompressed << " frames compressed, " << r.pickles_recoded << " pickles recoded, "
       << r.buffers_inlined << " buffers inlined, " << r.arrays_converted << " GPU arrays converted\n";
   for (const std::string& u : r.unconvertible) out << "  left as it is: " << u << '\n';
-  for (const std::string& w : s.warnings) out << "warning: " << w << '\n';
+  for (const Diagnostic& w : s.warnings) out << "warning: " << w.text << '\n';
 }
 
 }  // namespace daskcaps::cli

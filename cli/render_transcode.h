@@ -24,7 +24,7 @@ struct TranscodeSummary {
   std::size_t messages = 0;
   TranscodeReport report;
   std::vector<formats::OutputFile> files;
-  std::vector<std::string> warnings;     // the capture's
+  std::vector<Diagnostic> warnings;      // the capture's (formats/capture.h)
   /// --for: the recipient and what was chosen for it.
   struct Recipient {
     std::string endpoint;
@@ -35,6 +35,9 @@ struct TranscodeSummary {
   std::optional<Recipient> recipient;
 };
 
+/// The document; besides the capture's "warnings" (texts, captures only),
+/// "diagnostics" (always) holds the capture's warnings with their kinds and
+/// then one `unconvertible` per GPU object left as it is.
 Json transcode_summary_json(const TranscodeSummary& summary);
 void render_transcode_text(const TranscodeSummary& summary, std::ostream& out);
 

@@ -105,7 +105,8 @@ Result<std::optional<CaptureMessage>> PcapMessageReader::next() {
     if (!packet) {
       Error e = std::move(packet).error();
       if (options_.tolerate_truncation && e.code == Errc::truncated) {
-        own_warnings_.push_back("capture ends inside a record: " + e.message() + " (ignored)");
+        own_warnings_.push_back(Diagnostic{DiagnosticKind::capture_truncated, e.offset,
+                                           "capture ends inside a record: " + e.message() + " (ignored)"});
         reassembler_.finish();
         done_ = true;
         continue;
@@ -122,21 +123,26 @@ Result<std::optional<CaptureMessage>> PcapMessageReader::next() {
   }
 }
 
-const std::vector<std::string>& PcapMessageReader::warnings() const {
+const std::vector<Diagnostic>& PcapMessageReader::warnings() const {
   warnings_ = reader_->warnings();
   warnings_.insert(warnings_.end(), own_warnings_.begin(), own_warnings_.end());
-  auto summary = [&](std::uint64_t count, std::uint64_t first_at, const std::string& what) {
+  auto summary = [&](DiagnosticKind kind, std::uint64_t count, std::uint64_t first_at, const std::string& what) {
     if (count == 0) return;
-    warnings_.push_back(std::to_string(count) + " " + what + " (first packet at " + hex_offset(first_at) + ")");
+    warnings_.push_back(Diagnostic{
+        kind, first_at, std::to_string(count) + " " + what + " (first packet at " + hex_offset(first_at) + ")"});
   };
-  summary(stats_.fragments, first_fragment_at_, "non-first IP fragment(s) skipped");
-  summary(stats_.first_fragments, first_first_fragment_at_,
+  summary(DiagnosticKind::packets_skipped, stats_.fragments, first_fragment_at_,
+          "non-first IP fragment(s) skipped");
+  summary(DiagnosticKind::segments_cut, stats_.first_fragments, first_first_fragment_at_,
           "TCP segment(s) in a fragmented IP packet: only the first fragment is read, the rest is lost");
-  summary(stats_.cut_segments, first_cut_at_,
+  summary(DiagnosticKind::segments_cut, stats_.cut_segments, first_cut_at_,
           "TCP segment(s) cut by the snapshot length: the missing bytes are gaps");
-  summary(stats_.cut_headers, first_cut_header_at_, "packet(s) cut by the snapshot length inside a header skipped");
-  summary(stats_.malformed, first_malformed_at_, "malformed packet(s) skipped, the first: " + first_malformed_why_);
-  summary(stats_.unsupported_link, first_unsupported_at_, "packet(s) on an unsupported link type skipped");
+  summary(DiagnosticKind::packets_skipped, stats_.cut_headers, first_cut_header_at_,
+          "packet(s) cut by the snapshot length inside a header skipped");
+  summary(DiagnosticKind::packets_malformed, stats_.malformed, first_malformed_at_,
+          "malformed packet(s) skipped, the first: " + first_malformed_why_);
+  summary(DiagnosticKind::packets_skipped, stats_.unsupported_link, first_unsupported_at_,
+          "packet(s) on an unsupported link type skipped");
   const auto& more = reassembler_.warnings();
   warnings_.insert(warnings_.end(), more.begin(), more.end());
   return warnings_;

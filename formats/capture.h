@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "core/base/bytes.h"
+#include "core/base/diagnostic.h"
 #include "core/base/limits.h"
 #include "core/base/result.h"
 #include "formats/pcap.h"
@@ -95,10 +96,16 @@ class PcapMessageReader {
 
   /// Every connection seen so far (all of them once next() gave nullopt).
   const std::vector<ConnectionInfo>& connections() const;
-  /// Recoverable problems, one line each: skipped bytes per direction,
-  /// fragments, conflicting retransmissions, packets cut by the snapshot
-  /// length, unsupported blocks or link types, streams that are not Dask.
-  const std::vector<std::string>& warnings() const;
+  /// Recoverable problems, one each, in this order: the file reader's
+  /// (formats/pcap.h: unsupported blocks or link types, odd record
+  /// lengths); a capture that ends inside a record (capture_truncated, with
+  /// tolerate_truncation); the packet summaries, each with the offset of its
+  /// first packet (packets_skipped: non-first fragments, cut inside a
+  /// header, on an unsupported link; segments_cut: TCP payload lost to the
+  /// snapshot length or to fragments; packets_malformed); the streams'
+  /// (formats/tcp_reassembly.h: conflicting retransmissions, streams that
+  /// are not Dask, bytes in no message per direction).
+  const std::vector<Diagnostic>& warnings() const;
   const CaptureStats& stats() const { return stats_; }
   pcap::FileFormat format() const;
 
@@ -116,8 +123,8 @@ class PcapMessageReader {
   CaptureOptions options_;
   CaptureStats stats_;
   std::optional<Error> failed_;
-  std::vector<std::string> own_warnings_;
-  mutable std::vector<std::string> warnings_;
+  std::vector<Diagnostic> own_warnings_;
+  mutable std::vector<Diagnostic> warnings_;
   double last_ts_ = 0;
   bool done_ = false;
   // Offsets of the first packet of each skipped kind, for the summaries.

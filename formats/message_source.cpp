@@ -76,7 +76,7 @@ class CaptureSource final : public MessageSource {
     return reader_->format() == pcap::FileFormat::pcapng ? InputFormat::pcapng : InputFormat::pcap;
   }
   const std::vector<ConnectionInfo>& connections() const override { return reader_->connections(); }
-  std::vector<std::string> warnings() const override { return reader_->warnings(); }
+  std::vector<Diagnostic> warnings() const override { return reader_->warnings(); }
 
  private:
   std::unique_ptr<PcapMessageReader> reader_;

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "core/base/bytes.h"
+#include "core/base/diagnostic.h"
 #include "core/base/limits.h"
 #include "core/base/page_buffer.h"
 #include "core/base/result.h"
@@ -84,8 +85,9 @@ class MessageSource {
   /// The connections seen (captures; all of them once next() gave nullopt);
   /// empty for a raw stream.
   virtual const std::vector<ConnectionInfo>& connections() const;
-  /// Recoverable problems met so far (captures), one line each.
-  virtual std::vector<std::string> warnings() const { return {}; }
+  /// Recoverable problems met so far (captures: formats/capture.h lists
+  /// them), each with its kind; empty for a raw stream.
+  virtual std::vector<Diagnostic> warnings() const { return {}; }
 };
 
 }  // namespace daskcaps::formats

@@ -223,7 +223,7 @@ class Reader::Impl {
   FileFormat format_ = FileFormat::unknown;
   std::uint64_t offset_ = 0;
   std::vector<Interface> interfaces_;
-  std::vector<std::string> warnings_;
+  std::vector<Diagnostic> warnings_;
 
  private:
   // Reads exactly n bytes at offset_ into buf_ (replacing its contents).
@@ -233,7 +233,9 @@ class Reader::Impl {
   // Reads n more bytes, appended to buf_.
   Status read_more(std::size_t n, std::string_view what, std::uint64_t item_at,
                    std::uint64_t item_size);
-  void warn_once(const std::string& key, std::string text);
+  // Says a kind of oddity once: `key` tells the kinds apart (one per link
+  // type, block type, ...); later ones of the same key are not repeated.
+  void warn_once(const std::string& key, DiagnosticKind kind, std::uint64_t at, std::string text);
   Error fail(Error e) {
     failed_ = e;
     return e;
@@ -282,8 +284,9 @@ Status Reader::Impl::read_exact(std::size_t n, std::string_view what, std::uint6
   return read_more(n, what, item_at, item_size);
 }
 
-void Reader::Impl::warn_once(const std::string& key, std::string text) {
-  if (warned_.insert(key).second) warnings_.push_back(std::move(text));
+void Reader::Impl::warn_once(const std::string& key, DiagnosticKind kind, std::uint64_t at,
+                             std::string text) {
+  if (warned_.insert(key).second) warnings_.push_back(Diagnostic{kind, at, std::move(text)});
 }
 
 Status Reader::Impl::start() {
@@ -390,12 +393,14 @@ Result<std::optional<Packet>> Reader::Impl::next_pcap() {
                           " (--max-packet-bytes)",
                       at + 8);
   if (iface.snaplen != 0 && incl > iface.snaplen)
-    warn_once("snaplen", "pcap record at " + hex_offset(at) + " holds " + std::to_string(incl) +
-                             " bytes, more than the file's snapshot length " +
-                             std::to_string(iface.snaplen) + " (kept)");
+    warn_once("snaplen", DiagnosticKind::record_over_snaplen, at,
+              "pcap record at " + hex_offset(at) + " holds " + std::to_string(incl) +
+                  " bytes, more than the file's snapshot length " + std::to_string(iface.snaplen) +
+                  " (kept)");
   if (orig < incl)
-    warn_once("orig<incl", "pcap record at " + hex_offset(at) + " captured " + std::to_string(incl) +
-                               " bytes of a " + std::to_string(orig) + "-byte packet (kept)");
+    warn_once("orig<incl", DiagnosticKind::record_over_original, at,
+              "pcap record at " + hex_offset(at) + " captured " + std::to_string(incl) +
+                  " bytes of a " + std::to_string(orig) + "-byte packet (kept)");
   if (auto s = read_exact(incl, "pcap record", at, kPcapRecordHeaderSize + std::uint64_t{incl}); !s)
     return std::move(s).error();
   Packet p;
@@ -521,7 +526,7 @@ Status Reader::Impl::read_interface(ByteReader body, std::uint64_t at) {
     }
   }
   if (!link_type_supported(iface.link_type))
-    warn_once("link" + std::to_string(iface.link_type),
+    warn_once("link" + std::to_string(iface.link_type), DiagnosticKind::unsupported_link, at,
               "pcapng interface " + std::to_string(id) + " at " + hex_offset(at) + ": link type " +
                   link_type_name(iface.link_type) + " unsupported, its packets are skipped");
   interfaces_.push_back(iface);
@@ -549,7 +554,7 @@ Result<std::optional<Packet>> Reader::Impl::next_pcapng() {
                         block_type_ == kSpbType || block_type_ == kPbType;
     if (!wanted) {
       // Skipped unread: only the trailing length is checked.
-      warn_once("block" + std::to_string(block_type_),
+      warn_once("block" + std::to_string(block_type_), DiagnosticKind::unsupported_block, at,
                 "pcapng block type " + hex32(block_type_) + " at " + hex_offset(at) +
                     " unsupported, skipped");
       auto skipped = source_->skip(length - 12);
@@ -652,14 +657,16 @@ Result<std::optional<Packet>> Reader::Impl::next_pcapng() {
                             std::to_string(body.remaining()),
                         at + 20);
     if (iface.snaplen != 0 && captured > iface.snaplen)
-      warn_once("snaplen", std::string("pcapng ") + name + " at " + hex_offset(at) + " holds " +
-                               std::to_string(captured) + " bytes, more than interface " +
-                               std::to_string(iface_id) + "'s snapshot length " +
-                               std::to_string(iface.snaplen) + " (kept)");
+      warn_once("snaplen", DiagnosticKind::record_over_snaplen, at,
+                std::string("pcapng ") + name + " at " + hex_offset(at) + " holds " +
+                    std::to_string(captured) + " bytes, more than interface " +
+                    std::to_string(iface_id) + "'s snapshot length " +
+                    std::to_string(iface.snaplen) + " (kept)");
     if (p.original_length < captured)
-      warn_once("orig<incl", std::string("pcapng ") + name + " at " + hex_offset(at) + " captured " +
-                                 std::to_string(captured) + " bytes of a " +
-                                 std::to_string(p.original_length) + "-byte packet (kept)");
+      warn_once("orig<incl", DiagnosticKind::record_over_original, at,
+                std::string("pcapng ") + name + " at " + hex_offset(at) + " captured " +
+                    std::to_string(captured) + " bytes of a " + std::to_string(p.original_length) +
+                    "-byte packet (kept)");
     p.interface = iface_id;
     p.link_type = iface.link_type;
     p.data_offset = data_at;
@@ -689,7 +696,7 @@ Result<std::optional<Packet>> Reader::next() { return impl_->next(); }
 FileFormat Reader::format() const { return impl_->format_; }
 std::uint64_t Reader::offset() const { return impl_->offset_; }
 const std::vector<Interface>& Reader::interfaces() const { return impl_->interfaces_; }
-const std::vector<std::string>& Reader::warnings() const { return impl_->warnings_; }
+const std::vector<Diagnostic>& Reader::warnings() const { return impl_->warnings_; }
 
 // --- packet decoding --------------------------------------------------------
 

@@ -59,6 +59,7 @@
 #include <vector>
 
 #include "core/base/bytes.h"
+#include "core/base/diagnostic.h"
 #include "core/base/result.h"
 
 namespace daskcaps::formats::pcap {
@@ -152,9 +153,13 @@ class Reader {
   std::uint64_t offset() const;
   /// Interfaces of the current section (one for libpcap).
   const std::vector<Interface>& interfaces() const;
-  /// Recoverable oddities, each kind said once: unsupported pcapng block
-  /// types skipped, records longer than the snaplen, captured > original.
-  const std::vector<std::string>& warnings() const;
+  /// Recoverable oddities, each kind said once, with the offset of the
+  /// record or block that showed it first: unsupported pcapng block types
+  /// skipped (unsupported_block; one per block type), interfaces of a link
+  /// type not decoded (unsupported_link; one per link type), records longer
+  /// than the snaplen (record_over_snaplen), captured > original
+  /// (record_over_original).
+  const std::vector<Diagnostic>& warnings() const;
 
   class Impl;
 

@@ -282,8 +282,10 @@ class DirectionSink final : public TcpStream::Sink {
       if (!step) {
         side.failed = true;
         Error e = std::move(step).error();
-        owner_.warnings_.push_back(owner_.describe(conn_, dir_) + ": not a Dask stream at stream offset " +
-                                   hex_offset(e.offset) + ": " + e.what + "; rest of this direction skipped");
+        owner_.warnings_.push_back(Diagnostic{
+            DiagnosticKind::not_dask, owner_.packet_at_,
+            owner_.describe(conn_, dir_) + ": not a Dask stream at stream offset " + hex_offset(e.offset) +
+                ": " + e.what + "; rest of this direction skipped"});
         return;
       }
       if (!*step) {
@@ -374,11 +376,13 @@ void TcpReassembler::end_connection(Connection& c, bool rst) {
     info.bytes[d] = delivered;
     info.lost[d] = lost;
     if (side.conflicts > 0)
-      warnings_.push_back(describe(c, dir) + ": " + std::to_string(side.conflicts) +
-                          " retransmitted segment(s) differ from the first copy (" +
-                          std::to_string(side.conflict_bytes) + " bytes, first at stream offset " +
-                          hex_offset(side.first_conflict_offset) + ", packet at " +
-                          hex_offset(side.first_conflict_packet) + "); first copies kept");
+      warnings_.push_back(Diagnostic{
+          DiagnosticKind::retransmission_conflict, side.first_conflict_packet,
+          describe(c, dir) + ": " + std::to_string(side.conflicts) +
+              " retransmitted segment(s) differ from the first copy (" +
+              std::to_string(side.conflict_bytes) + " bytes, first at stream offset " +
+              hex_offset(side.first_conflict_offset) + ", packet at " +
+              hex_offset(side.first_conflict_packet) + "); first copies kept"});
     if (!side.extractor) {
       info.skipped[d] = lost;
       continue;
@@ -398,8 +402,11 @@ void TcpReassembler::end_connection(Connection& c, bool rst) {
     add(lost, "missing from the capture");
     add(other, "discarded while resynchronising");
     add(tail, "in an unfinished message at the end");
-    warnings_.push_back(describe(c, dir) + ": " + std::to_string(skipped) + " bytes in no message (" +
-                        parts + ")");
+    // Bytes the capture lacks say more than bytes it has in no message.
+    warnings_.push_back(Diagnostic{lost > 0 ? DiagnosticKind::bytes_lost : DiagnosticKind::bytes_skipped,
+                                   kNoOffset,
+                                   describe(c, dir) + ": " + std::to_string(skipped) +
+                                       " bytes in no message (" + parts + ")"});
   }
   info.ended = ended;
   for (auto& side : c.side) side.extractor.reset();
@@ -408,6 +415,7 @@ void TcpReassembler::end_connection(Connection& c, bool rst) {
 void TcpReassembler::add(const pcap::TcpSegment& seg, double timestamp, std::uint64_t packet_offset) {
   if (finished_) return;
   now_ = timestamp;
+  packet_at_ = packet_offset;
   const Endpoint src{seg.src, seg.src_port};
   const Endpoint dst{seg.dst, seg.dst_port};
   const Key key = src < dst ? Key{src, dst} : Key{dst, src};
@@ -511,6 +519,7 @@ void TcpReassembler::close_connection(const Key& key, bool rst) {
 void TcpReassembler::finish() {
   if (finished_) return;
   finished_ = true;
+  packet_at_ = kNoOffset;
   // In order of connection id, so the output does not depend on map order.
   std::vector<std::pair<std::size_t, Connection*>> open;
   for (auto& [key, conn] : active_) open.emplace_back(conn->id, conn.get());

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "core/base/bytes.h"
+#include "core/base/diagnostic.h"
 #include "core/base/limits.h"
 #include "formats/message_stream.h"
 #include "formats/pcap.h"
@@ -208,9 +209,17 @@ class TcpReassembler {
   CaptureMessage take_message();
 
   const std::vector<ConnectionInfo>& connections() const { return infos_; }
-  /// Conflicting retransmissions, bytes skipped per direction, streams that
-  /// are not Dask: one line each, naming the connection.
-  const std::vector<std::string>& warnings() const { return warnings_; }
+  /// One per problem, its text naming the connection and direction:
+  ///   retransmission_conflict  retransmitted segments that differ (offset:
+  ///                            the packet of the first)
+  ///   not_dask                 a direction that is not Dask messages (offset:
+  ///                            the packet being read when it was found,
+  ///                            kNoOffset when found at the end of the capture)
+  ///   bytes_lost, bytes_skipped  bytes in no message, per direction (no
+  ///                            offset): bytes_lost when some are missing
+  ///                            from the capture, bytes_skipped when all
+  ///                            were captured (resynchronising, unfinished)
+  const std::vector<Diagnostic>& warnings() const { return warnings_; }
 
   struct Connection;  // per-connection state (defined in the .cpp)
 
@@ -239,8 +248,9 @@ class TcpReassembler {
   std::map<Key, std::unique_ptr<Connection>> active_;  // open connections
   std::map<Key, std::size_t> last_id_;                 // latest connection on each 4-tuple
   std::deque<CaptureMessage> queue_;
-  std::vector<std::string> warnings_;
+  std::vector<Diagnostic> warnings_;
   double now_ = 0;
+  std::uint64_t packet_at_ = kNoOffset;  // file offset of the packet being added
   bool finished_ = false;
 };
 

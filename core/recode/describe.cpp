@@ -73,8 +73,10 @@ void add_pickle(ObjectReport& out, std::string where, ByteSpan bytes, const Desc
       p.disassembly = dis ? std::move(*dis) : "unreadable: " + rebase_error(dis.error(), base).message();
     }
   } else {
-    p.error = rebase_error(summary.error(), base).message();
-    out.problems.push_back(p.where + ": pickle does not parse: " + *p.error);
+    const Error e = rebase_error(summary.error(), base);
+    p.error = e.message();
+    out.problems.push_back(
+        diagnostic_from_error(DiagnosticKind::pickle_unreadable, e, p.where + ": pickle does not parse: "));
   }
   out.pickles.push_back(std::move(p));
 }
@@ -82,7 +84,11 @@ void add_pickle(ObjectReport& out, std::string where, ByteSpan bytes, const Desc
 std::string class_name_of(ByteSpan type_serialized, const DescribeOptions& options, ObjectReport& out) {
   auto ref = pickle::class_reference(type_serialized, options.limits);
   if (!ref) {
-    out.problems.push_back("type-serialized: " + ref.error().message());
+    // The pickle sits inside a msgpack header: its offsets count from the
+    // pickle's start, so none is absolute.
+    Diagnostic d = diagnostic_from_error(DiagnosticKind::type_unreadable, ref.error(), "type-serialized: ");
+    d.offset = kNoOffset;
+    out.problems.push_back(std::move(d));
     return "";
   }
   return ref->first.empty() ? ref->second : ref->first + "." + ref->second;
@@ -100,8 +106,10 @@ bool is_gpu_type(std::string_view type) {
 // Fills serializer, type, layout, array, pickles and elements from a
 // sub-header and the object's merged (decompressed, unsplit) frames, when
 // they are available.
+// `header_at`: absolute offset of the sub-header frame, for its problems.
 void describe_header(const msgpack::Value& header, const std::vector<Bytes>* merged,
-                     ObjectReport& out, const DescribeOptions& options, std::uint64_t data_base = kNoOffset) {
+                     ObjectReport& out, const DescribeOptions& options, std::uint64_t data_base = kNoOffset,
+                     std::uint64_t header_at = kNoOffset) {
   if (const auto* s = header.find("serializer"); s != nullptr && s->is_str())
     out.serializer = s->as_str();
 
@@ -123,7 +131,8 @@ void describe_header(const msgpack::Value& header, const std::vector<Bytes>* mer
     const msgpack::Value* subs = header.find("sub-headers");
     auto lengths = int_list(header.find("frame-lengths"));
     if (subs == nullptr || !subs->is_array()) {
-      out.problems.push_back("collection without a \"sub-headers\" list");
+      out.problems.push_back(
+          Diagnostic{DiagnosticKind::bad_sub_header, header_at, "collection without a \"sub-headers\" list"});
       return;
     }
     std::size_t at = 0;
@@ -148,7 +157,7 @@ void describe_header(const msgpack::Value& header, const std::vector<Bytes>* mer
       }
       if (const auto* key = items[i].find("key"); key != nullptr)
         element.path = out.path + "[" + msgpack::repr(*key, 40) + "]";
-      describe_header(items[i], element_ptr, element, options);
+      describe_header(items[i], element_ptr, element, options, kNoOffset, header_at);
       out.elements.push_back(std::move(element));
     }
     return;
@@ -191,6 +200,15 @@ void finish_pickles(ObjectReport& out) {
   }
 }
 
+// A problem of a part of the object that sits at `at` in the input (a wire
+// frame, the sub-header frame): the error's own offset when it has one.
+void problem(ObjectReport& out, DiagnosticKind kind, const Error& e, std::uint64_t at,
+             std::string_view prefix = {}) {
+  Diagnostic d = diagnostic_from_error(kind, e, prefix);
+  if (!d.has_offset()) d.offset = at;
+  out.problems.push_back(std::move(d));
+}
+
 ObjectReport describe_object(const Message& message, const SubObject& obj, const DescribeOptions& options) {
   ObjectReport out;
   out.path = obj.path;
@@ -198,7 +216,7 @@ ObjectReport describe_object(const Message& message, const SubObject& obj, const
   out.header_frame = obj.header_frame;
 
   auto codecs = frame_compression(obj);
-  if (!codecs) out.problems.push_back(codecs.error().message());
+  if (!codecs) problem(out, DiagnosticKind::bad_sub_header, codecs.error(), obj.header_offset);
   std::optional<std::vector<Bytes>> decompressed = std::vector<Bytes>{};
   std::uint64_t raw_total = 0;
   for (std::size_t i = 0; i < obj.frames.size(); ++i) {
@@ -223,7 +241,8 @@ ObjectReport describe_object(const Message& message, const SubObject& obj, const
         raw_total += raw->size();
         if (decompressed) decompressed->push_back(std::move(*raw));
       } else {
-        out.problems.push_back(obj.frame_label(i) + ": " + raw.error().message());
+        problem(out, DiagnosticKind::codec_failed, raw.error(),
+                i < obj.frame_offsets.size() ? obj.frame_offsets[i] : kNoOffset, obj.frame_label(i) + ": ");
         decompressed.reset();
       }
     } else {
@@ -239,7 +258,8 @@ ObjectReport describe_object(const Message& message, const SubObject& obj, const
     if (po != nullptr && po->is_bin()) {
       add_pickle(out, "pickled-obj", po->as_bin(), options);
     } else {
-      out.problems.push_back("__Pickled__ sub-header has no bin \"pickled-obj\"");
+      out.problems.push_back(Diagnostic{DiagnosticKind::bad_sub_header, obj.header_offset,
+                                        "__Pickled__ sub-header has no bin \"pickled-obj\""});
     }
     finish_pickles(out);
     return out;
@@ -247,7 +267,7 @@ ObjectReport describe_object(const Message& message, const SubObject& obj, const
 
   auto layout = split_layout(obj);
   if (!layout) {
-    out.problems.push_back(layout.error().message());
+    problem(out, DiagnosticKind::bad_split, layout.error(), obj.header_offset);
   } else {
     out.split = *layout;
   }
@@ -257,7 +277,7 @@ ObjectReport describe_object(const Message& message, const SubObject& obj, const
     if (m) {
       merged = std::move(*m);
     } else {
-      out.problems.push_back(m.error().message());
+      problem(out, DiagnosticKind::bad_split, m.error(), obj.header_offset);
     }
   }
   // Where the first original frame starts in the input, when it is one raw
@@ -272,7 +292,7 @@ ObjectReport describe_object(const Message& message, const SubObject& obj, const
     if (count == 1 && first < obj.frame_offsets.size() && !(*codecs)[first].compresses())
       data_base = obj.frame_offsets[first];
   }
-  describe_header(obj.header, merged ? &*merged : nullptr, out, options, data_base);
+  describe_header(obj.header, merged ? &*merged : nullptr, out, options, data_base, obj.header_offset);
 
   // Exceptions in error replies are pickles sent as `bytes` (spec §7.5).
   const msgpack::Value* status = message.root.find("status");

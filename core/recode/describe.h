@@ -6,7 +6,19 @@
 // sub-headers (spec §5.2, §5.3).
 //
 // Problems that do not stop the description (an unknown codec, a pickle
-// that does not parse) are kept in `problems` of the object they concern.
+// that does not parse) are kept in `problems` of the object they concern,
+// as diagnostics (core/base/diagnostic.h) of these kinds:
+//   pickle_unreadable  a pickle does not parse ("<where>: pickle does not parse: ...")
+//   type_unreadable    `type-serialized` is no class reference we read
+//   codec_failed       a frame does not decompress ("frame 3: ...")
+//   unknown_codec      a compression this build cannot decode
+//   bad_sub_header     a wrong "compression" list, a collection without
+//                      "sub-headers", a __Pickled__ without "pickled-obj"
+//   bad_split          a split layout that does not fit the frames
+//   limit_exceeded     a limit crossed in any of the above
+// The offset is absolute in the input where the failing bytes sit there as
+// they are (a raw frame, a pickle in one); otherwise it is kNoOffset and
+// the text says where.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/diagnostic.h"
 #include "core/wire/handshake.h"
 #include "core/base/limits.h"
 #include "core/wire/message.h"
@@ -67,7 +80,7 @@ struct ObjectReport {
   std::vector<std::string> globals;        // union of the pickles' globals
   bool collection = false;
   std::vector<ObjectReport> elements;      // collection elements
-  std::vector<std::string> problems;
+  std::vector<Diagnostic> problems;
 };
 
 struct MessageReport {

@@ -21,7 +21,7 @@ const Direction s2c = Direction::server_to_client;
 struct Result_ {
   std::vector<CaptureMessage> messages;
   std::vector<ConnectionInfo> connections;
-  std::vector<std::string> warnings;
+  std::vector<Diagnostic> warnings;
   CaptureStats stats;
   std::optional<Error> error;
 };
@@ -164,8 +164,12 @@ TEST_CASE("capture: reordering, retransmission (same and conflicting) and overla
   CHECK(wires(r, 0, s2c) == s.s2c_msgs);
   CHECK(r.connections[0].skipped[0] == 0);
   REQUIRE(r.warnings.size() == 1);
-  CHECK(r.warnings[0].find("connection 0 10.0.0.1:40000->10.0.0.2:8786: 1 retransmitted segment(s) differ from "
-                           "the first copy (1 bytes") == 0);
+  CHECK(r.warnings[0].kind == DiagnosticKind::retransmission_conflict);
+  CHECK(r.warnings[0].text.find("connection 0 10.0.0.1:40000->10.0.0.2:8786: 1 retransmitted segment(s) differ from "
+                                "the first copy (1 bytes") == 0);
+  // The offset is the packet of the conflicting copy, also named in the text.
+  REQUIRE(r.warnings[0].has_offset());
+  CHECK(r.warnings[0].text.find("packet at " + hex_offset(r.warnings[0].offset) + ")") != std::string::npos);
 }
 
 TEST_CASE("capture: a capture that starts mid-stream reports skipped bytes and finds the next message") {
@@ -188,7 +192,10 @@ TEST_CASE("capture: a capture that starts mid-stream reports skipped bytes and f
   CHECK(r.messages[0].message.skipped_before == cut.size() - 1000);
   CHECK(!r.messages[0].at_stream_start());
   REQUIRE(r.warnings.size() == 1);
-  CHECK(r.warnings[0].find("discarded while resynchronising") != std::string::npos);
+  // Every byte was captured, only not in a message: skipped, not lost.
+  CHECK(r.warnings[0].kind == DiagnosticKind::bytes_skipped);
+  CHECK(!r.warnings[0].has_offset());
+  CHECK(r.warnings[0].text.find("discarded while resynchronising") != std::string::npos);
 }
 
 TEST_CASE("capture: a lost segment becomes a gap; sequence numbers wrap") {
@@ -207,9 +214,10 @@ TEST_CASE("capture: a lost segment becomes a gap; sequence numbers wrap") {
   CHECK(r.connections[0].lost[0] == 1000);
   CHECK(r.connections[0].skipped[0] == victim.size());
   REQUIRE(r.warnings.size() == 1);
-  CHECK(r.warnings[0] == "connection 0 10.0.0.1:40000->10.0.0.2:8786: " + std::to_string(victim.size()) +
-                             " bytes in no message (1000 missing from the capture, " +
-                             std::to_string(victim.size() - 1000) + " discarded while resynchronising)");
+  CHECK(r.warnings[0] == Diagnostic{DiagnosticKind::bytes_lost, kNoOffset,
+                                    "connection 0 10.0.0.1:40000->10.0.0.2:8786: " + std::to_string(victim.size()) +
+                                        " bytes in no message (1000 missing from the capture, " +
+                                        std::to_string(victim.size() - 1000) + " discarded while resynchronising)"});
 }
 
 TEST_CASE("capture: a reused 4-tuple is a new connection") {
@@ -280,10 +288,19 @@ TEST_CASE("capture: fragments, snapshot cuts and other traffic are counted and r
   CHECK(r.stats.cut_headers == 1);
   CHECK(r.stats.packets == segs.size());
   REQUIRE(r.warnings.size() == 4);
-  CHECK(r.warnings[0].find("1 non-first IP fragment(s) skipped (first packet at 0x") == 0);
-  CHECK(r.warnings[1].find("1 TCP segment(s) cut by the snapshot length") == 0);
-  CHECK(r.warnings[2].find("1 packet(s) cut by the snapshot length inside a header skipped") == 0);
-  CHECK(r.warnings[3].find("missing from the capture") != std::string::npos);
+  CHECK(r.warnings[0].kind == DiagnosticKind::packets_skipped);
+  CHECK(r.warnings[0].text == "1 non-first IP fragment(s) skipped (first packet at " +
+                                  hex_offset(r.warnings[0].offset) + ")");
+  CHECK(r.warnings[1].kind == DiagnosticKind::segments_cut);
+  CHECK(r.warnings[1].text.find("1 TCP segment(s) cut by the snapshot length") == 0);
+  CHECK(r.warnings[2].kind == DiagnosticKind::packets_skipped);
+  CHECK(r.warnings[2].text.find("1 packet(s) cut by the snapshot length inside a header skipped") == 0);
+  CHECK(r.warnings[3].kind == DiagnosticKind::bytes_lost);
+  CHECK(r.warnings[3].text.find("missing from the capture") != std::string::npos);
+  // The packets were appended in this order: the cut one, the fragment,
+  // the one cut inside a header.
+  CHECK(r.warnings[1].offset < r.warnings[0].offset);
+  CHECK(r.warnings[0].offset < r.warnings[2].offset);
   CHECK(r.connections[0].lost[0] == dask_op("big", 500).size() - 100);
 }
 
@@ -302,8 +319,11 @@ TEST_CASE("capture: a pcapng interface with an unsupported link type is skipped 
   CHECK(wires(r, 0, c2s) == s.c2s_msgs);
   CHECK(r.stats.unsupported_link == s.conv.segments.size());
   REQUIRE(r.warnings.size() == 2);
-  CHECK(r.warnings[0].find("pcapng interface 0 at 0x1c: link type LINKTYPE 105 unsupported") == 0);
-  CHECK(r.warnings[1].find(std::to_string(s.conv.segments.size()) + " packet(s) on an unsupported link type") == 0);
+  CHECK(r.warnings[0].kind == DiagnosticKind::unsupported_link);
+  CHECK(r.warnings[0].offset == 0x1c);
+  CHECK(r.warnings[0].text.find("pcapng interface 0 at 0x1c: link type LINKTYPE 105 unsupported") == 0);
+  CHECK(r.warnings[1].kind == DiagnosticKind::packets_skipped);
+  CHECK(r.warnings[1].text.find(std::to_string(s.conv.segments.size()) + " packet(s) on an unsupported link type") == 0);
 }
 
 TEST_CASE("capture: not a pcap file, unsupported libpcap link type") {
@@ -340,7 +360,9 @@ TEST_CASE("capture: a file cut at every length: fewer messages or a truncated er
         CHECK(!t.error);
         if (part.error) {
           REQUIRE(!t.warnings.empty());
-          CHECK(t.warnings[0].find("capture ends inside a record: ") == 0);
+          CHECK(t.warnings[0].kind == DiagnosticKind::capture_truncated);
+          CHECK(t.warnings[0].offset == part.error->offset);
+          CHECK(t.warnings[0].text.find("capture ends inside a record: ") == 0);
         }
       }
     });

@@ -22,7 +22,7 @@ struct ReadAll {
   std::vector<pcap::Packet> packets;
   std::vector<Buffer> data;  // copies: Packet::data dies at the next call
   std::optional<Error> error;
-  std::vector<std::string> warnings;
+  std::vector<Diagnostic> warnings;
 };
 
 ReadAll read_all(ByteSpan file, const pcap::ReaderOptions& options = {}) {
@@ -227,9 +227,13 @@ TEST_CASE("pcap: pcapng sections, interfaces, SPB, obsolete PB, unknown blocks")
   // Each unsupported block type is reported once.
   REQUIRE(all.warnings.size() == 3);
   // SHB 28 bytes, IDB 32, IDB with if_tsresol 40: the NRB starts at 100.
-  CHECK(all.warnings[0] == "pcapng block type 0x00000004 at 0x64 unsupported, skipped");
-  CHECK(all.warnings[1].find("pcapng block type 0x00000bad") == 0);
-  CHECK(all.warnings[2].find("pcapng block type 0x00000005") == 0);
+  CHECK(all.warnings[0] ==
+        Diagnostic{DiagnosticKind::unsupported_block, 0x64, "pcapng block type 0x00000004 at 0x64 unsupported, skipped"});
+  CHECK(all.warnings[1].kind == DiagnosticKind::unsupported_block);
+  CHECK(all.warnings[1].text.find("pcapng block type 0x00000bad at " + hex_offset(all.warnings[1].offset)) == 0);
+  CHECK(all.warnings[2].kind == DiagnosticKind::unsupported_block);
+  CHECK(all.warnings[2].text.find("pcapng block type 0x00000005 at " + hex_offset(all.warnings[2].offset)) == 0);
+  CHECK(all.warnings[0].offset < all.warnings[1].offset);
 }
 
 TEST_CASE("pcap: a simple packet block is cut to the interface snaplen") {
@@ -423,7 +427,9 @@ TEST_CASE("pcap: huge and inconsistent lengths are errors, never allocations") {
   CHECK(!lie.error);
   CHECK(lie.packets.size() == 2);
   REQUIRE(lie.warnings.size() == 1);
-  CHECK(lie.warnings[0].find("more than the file's snapshot length 64 (kept)") != std::string::npos);
+  CHECK(lie.warnings[0].kind == DiagnosticKind::record_over_snaplen);
+  CHECK(lie.warnings[0].offset == 24);  // the first record, after the file header
+  CHECK(lie.warnings[0].text.find("more than the file's snapshot length 64 (kept)") != std::string::npos);
 
   // The option lowers the limit.
   pcap::ReaderOptions tight;

@@ -54,7 +54,7 @@ pcap::TcpSegment to_tcp(const Segment& s) {
 struct Run {
   std::vector<CaptureMessage> messages;
   std::vector<ConnectionInfo> connections;
-  std::vector<std::string> warnings;
+  std::vector<Diagnostic> warnings;
 };
 
 Run reassemble(const std::vector<Segment>& segs, const ReassemblyOptions& options = {},
@@ -364,14 +364,17 @@ TEST_CASE("tcp_reassembly: reordered, duplicated and conflicting segments in a c
   segs.push_back(c.segments[first + 1]);
   Segment bad = c.segments[first + 2];
   std::fill(bad.payload.begin(), bad.payload.end(), 0xee);
+  const std::uint64_t bad_at = segs.size();  // reassemble() numbers packets from 0
   segs.push_back(bad);
   segs.insert(segs.end(), c.segments.begin() + static_cast<std::ptrdiff_t>(last), c.segments.end());
   Run r = reassemble(segs);
   CHECK(ops(r, 0, c2s) == std::vector<std::string>{"handshake", "one", "two"});
   CHECK(r.connections[0].skipped[0] == 0);
   REQUIRE(r.warnings.size() == 1);
-  CHECK(r.warnings[0].find("connection 0 10.0.0.1:40000->10.0.0.2:8786: 1 retransmitted segment(s) differ from "
-                           "the first copy") == 0);
+  CHECK(r.warnings[0].kind == DiagnosticKind::retransmission_conflict);
+  CHECK(r.warnings[0].offset == bad_at);
+  CHECK(r.warnings[0].text.find("connection 0 10.0.0.1:40000->10.0.0.2:8786: 1 retransmitted segment(s) differ from "
+                                "the first copy") == 0);
 }
 
 TEST_CASE("tcp_reassembly: a capture that starts mid-stream resynchronises") {
@@ -402,9 +405,10 @@ TEST_CASE("tcp_reassembly: a capture that starts mid-stream resynchronises") {
   CHECK(r.connections[0].skipped[0] == partial.size() - 500);
   CHECK(r.connections[0].lost[0] == 0);
   REQUIRE(r.warnings.size() == 1);
-  CHECK(r.warnings[0] == "connection 0 10.0.0.1:40000->10.0.0.2:8786: " + std::to_string(partial.size() - 500) +
-                             " bytes in no message (" + std::to_string(partial.size() - 500) +
-                             " discarded while resynchronising)");
+  CHECK(r.warnings[0] == Diagnostic{DiagnosticKind::bytes_skipped, kNoOffset,
+                                    "connection 0 10.0.0.1:40000->10.0.0.2:8786: " +
+                                        std::to_string(partial.size() - 500) + " bytes in no message (" +
+                                        std::to_string(partial.size() - 500) + " discarded while resynchronising)"});
 }
 
 TEST_CASE("tcp_reassembly: a capture that starts with the server's SYN-ACK is in sync") {
@@ -440,7 +444,9 @@ TEST_CASE("tcp_reassembly: a lost segment drops its message, the next ones are f
   CHECK(info.skipped[0] == victim.size());
   CHECK(info.ended);  // the server's ACK of the client's FIN gave the hole up
   REQUIRE(r.warnings.size() == 1);
-  CHECK(r.warnings[0].find("1000 missing from the capture") != std::string::npos);
+  CHECK(r.warnings[0].kind == DiagnosticKind::bytes_lost);
+  CHECK(!r.warnings[0].has_offset());
+  CHECK(r.warnings[0].text.find("1000 missing from the capture") != std::string::npos);
   for (const auto& m : r.messages)
     if (op_of(m) == "survivor") CHECK(m.message.skipped_before == victim.size());
 }
@@ -629,9 +635,15 @@ TEST_CASE("tcp_reassembly: a stream that is not Dask is reported, others go on")
   REQUIRE(r.connections.size() == 2);
   CHECK(ops(r, 1, c2s) == std::vector<std::string>{"handshake"});
   REQUIRE(r.warnings.size() == 1);
-  INFO(r.warnings[0]);
-  CHECK(r.warnings[0].find("connection 0 10.0.0.1:40000->10.0.0.2:80: not a Dask stream at stream offset 0x8: frame count") ==
+  INFO(r.warnings[0].text);
+  CHECK(r.warnings[0].kind == DiagnosticKind::not_dask);
+  CHECK(r.warnings[0].text.find("connection 0 10.0.0.1:40000->10.0.0.2:80: not a Dask stream at stream offset 0x8: frame count") ==
         0);
+  // Found while the packet with the request was read (reassemble() numbers
+  // packets from 0): the file offset of that packet.
+  std::uint64_t request_at = 0;
+  while (request_at < web.segments.size() && web.segments[request_at].payload.empty()) ++request_at;
+  CHECK(r.warnings[0].offset == request_at);
 }
 
 TEST_CASE("tcp_reassembly: IPv6 endpoints are bracketed") {

@@ -204,7 +204,8 @@ int main(int argc, char** argv) {
                {"messages", {c.messages[0], c.messages[1]}},
                {"ended", c.ended}});
   }
-  for (const std::string& w : r.warnings()) print(Json{{"type", "warning"}, {"text", w}});
+  for (const Diagnostic& w : r.warnings())
+    print(Json{{"type", "warning"}, {"kind", std::string(to_string(w.kind))}, {"text", w.text}});
   const CaptureStats& s = r.stats();
   print(Json{{"type", "stats"},
              {"format", std::string(pcap::to_string(r.format()))},
