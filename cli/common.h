@@ -48,8 +48,13 @@ Json json_document(std::string_view schema);
 /// floats become their Python-like repr (msgpack::repr).
 Json msgpack_to_json(const msgpack::Value& v);
 
+/// A JSON document as printed: two-space indent and a final newline.
+std::string json_text(const Json& doc);
 /// Prints a JSON document and a newline to stdout.
 void print_json(const Json& doc);
+/// Writes json_text(doc) to `path` atomically; on failure prints the error
+/// line and returns its exit code (else kExitOk).
+int write_json_file(const std::string& path, const Json& doc);
 
 /// Binds the input limits of core/base/limits.h as flags on a command.
 void add_limit_flags(CLI::App& cmd, Limits& limits);
