@@ -1,9 +1,14 @@
-// dask-caps check ENDPOINT [ENDPOINT...] [--json] [--fail-on info|warning|error]
-//   [--timeout S] [--workers] [--as PROBE] [--tls-ca-file F --tls-cert F --tls-key F]
+// dask-caps check ENDPOINT [ENDPOINT...] [--json | --format text|json|sarif]
+//   [--fail-on info|warning|error] [--policy FILE|strict|default|relaxed]
+//   [--baseline FILE] [--sarif-location FILE] [-o FILE] [--sarif-output FILE]
+//   [--timeout S] [--workers]
+//   [--as PROBE] [--tls-ca-file F --tls-cert F --tls-key F]
 //
 // Wires options into core: probe files are read (core/caps/probe_file.h), live
 // endpoints queried (core/net/rpc.h; --workers surveys with core/net/survey.h), the
-// report built (core/caps/caps_report.h) and rendered (cli/render_check.h).
+// report built (core/caps/caps_report.h), judged by the policy and compared with
+// the baseline (core/caps/gate.h), and rendered (cli/render_check.h,
+// cli/render_sarif.h).
 //
 // Policy:
 //   - ENDPOINT is a probe file when such a file exists, else an address.
@@ -16,7 +21,17 @@
 //     one error line each and exits 4, after the report (which shows it).
 //     A worker found by --workers that cannot be checked is an
 //     `unreachable` finding instead: a survey reports, it does not stop.
-//   - Otherwise: exit 1 when a finding is at or above --fail-on, else 0.
+//   - Otherwise: exit 1 when a finding is at or above --fail-on (with
+//     --baseline: a new finding), else 0.
+//   - The policy and the baseline are read before any endpoint is touched;
+//     a bad one exits 3 (a name that is no profile and no file too).
+//   - SARIF results point at --sarif-location, else the policy file, else
+//     the baseline, else the first probe file given; with none of these
+//     --format sarif (or --sarif-output) is a usage error (exit 2).
+//   - -o and --sarif-output write the JSON document and the SARIF log to
+//     files (atomically) besides what stdout shows: one run, for a CI job
+//     that logs the text, keeps the JSON as its next baseline and uploads
+//     the SARIF. A file that cannot be written exits 3 after the report.
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
@@ -27,14 +42,16 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/render_check.h"
+#include "cli/render_sarif.h"
 #include "core/caps/caps.h"
 #include "core/caps/caps_report.h"
-#include "core/net/address.h"
-#include "core/net/tls.h"
+#include "core/caps/gate.h"
 #include "core/caps/probe.h"
 #include "core/caps/probe_file.h"
+#include "core/net/address.h"
 #include "core/net/rpc.h"
 #include "core/net/survey.h"
+#include "core/net/tls.h"
 
 namespace daskcaps::cli {
 
@@ -43,6 +60,12 @@ namespace {
 struct CheckArgs {
   std::vector<std::string> endpoints;
   bool json = false;
+  std::string format;  // text, json, sarif; empty: text (json with --json)
+  std::string policy;
+  std::string baseline;
+  std::string sarif_location;
+  std::string output;        // -o: the JSON document, also
+  std::string sarif_output;  // the SARIF log, also
   std::string fail_on = "error";
   double timeout_s = 10;
   double survey_timeout_s = 0;  // 0: max(30 s, 3 x --timeout)
@@ -91,6 +114,21 @@ Handshake our_handshake(const std::optional<HostProbe>& local) {
 
 int run_check(const CheckArgs& args) {
   const Severity fail_on = *severity_from_string(args.fail_on);
+  if (args.json && !args.format.empty() && args.format != "json")
+    return report_error("", make_error(Errc::usage, "--json and --format " + args.format + " contradict each other"));
+  const std::string format = args.format.empty() ? (args.json ? "json" : "text") : args.format;
+
+  gate::Gate gate;
+  if (!args.policy.empty()) {
+    auto p = policy::load_policy(args.policy);
+    if (!p) return report_error("--policy", p.error());
+    gate.policy = std::move(*p);
+  }
+  if (!args.baseline.empty()) {
+    auto b = baseline::read_baseline_file(args.baseline);
+    if (!b) return report_error("--baseline", b.error());
+    gate.baseline = std::move(*b);
+  }
 
   // Classify the endpoints before touching the network.
   struct Given {
@@ -121,6 +159,15 @@ int run_check(const CheckArgs& args) {
     }
     given.push_back(std::move(g));
   }
+
+  std::string sarif_location = args.sarif_location;
+  if (sarif_location.empty() && gate.policy) sarif_location = gate.policy->path;
+  if (sarif_location.empty() && gate.baseline) sarif_location = gate.baseline->path;
+  for (const auto& g : given)
+    if (sarif_location.empty() && g.probe) sarif_location = g.text;
+  if ((format == "sarif" || !args.sarif_output.empty()) && sarif_location.empty())
+    return report_error("", make_error(Errc::usage, "--format sarif needs a file for the results to point at: "
+                                                    "--sarif-location FILE, a policy file, a baseline or a probe file"));
 
   std::shared_ptr<net::TlsClientContext> tls;
   if (any_tls || !args.tls.ca_file.empty() || !args.tls.cert_file.empty()) {
@@ -207,23 +254,33 @@ int run_check(const CheckArgs& args) {
     for (auto& b : bad) endpoints.push_back(std::move(b));
   }
 
-  const report::Report rep = report::build_report(local_takes_part ? local : std::nullopt, std::move(endpoints));
+  report::Report rep =
+      report::build_report(local_takes_part ? local : std::nullopt, std::move(endpoints), gate::report_options(gate));
+  gate::judge(rep, gate);
 
   // Text: nothing to show when no endpoint could be checked (the error
   // lines below say why). JSON: always the whole document.
   bool any_checked = false;
   for (const auto& e : rep.endpoints) any_checked = any_checked || (e.peer && !e.error);
-  if (args.json)
-    print_json(check_report_json(rep));
+  if (format == "json")
+    print_json(check_report_json(rep, gate));
+  else if (format == "sarif")
+    print_json(check_report_sarif(rep, gate, sarif_location));
   else if (any_checked || !rep.pairs.empty())
-    render_check_text(rep, std::cout);
+    render_check_text(rep, std::cout, gate);
   std::cout.flush();
+  if (!args.output.empty())
+    if (int rc = write_json_file(args.output, check_report_json(rep, gate)); rc != kExitOk) return rc;
+  if (!args.sarif_output.empty())
+    if (int rc = write_json_file(args.sarif_output, check_report_sarif(rep, gate, sarif_location)); rc != kExitOk)
+      return rc;
 
   int failed = kExitOk;
   for (const auto& e : rep.endpoints)
     if (e.given && e.error) failed = report_error(e.address, *e.error);
   if (failed != kExitOk) return failed;
-  if (rep.summary.worst && *rep.summary.worst >= fail_on) return kExitFindings;
+  const std::optional<Severity> worst = gate.deciding(rep);
+  if (worst && *worst >= fail_on) return kExitFindings;
   return kExitOk;
 }
 
@@ -238,10 +295,30 @@ void add_check(CLI::App& app, int& exit_code) {
                   "tcp://host:port, tls://host:port, host:port, or a probe file")
       ->required()
       ->type_name("ENDPOINT");
-  cmd->add_flag("--json", args->json, "print one JSON document (schema dask-caps.check/1)");
-  cmd->add_option("--fail-on", args->fail_on, "exit 1 when a finding is at least this severe")
+  cmd->add_flag("--json", args->json, "print one JSON document (schema dask-caps.check/1): --format json");
+  cmd->add_option("--format", args->format, "text, json (schema dask-caps.check/1) or sarif (SARIF 2.1.0)")
+      ->check(CLI::IsMember({"text", "json", "sarif"}))
+      ->type_name("FORMAT");
+  cmd->add_option("--fail-on", args->fail_on,
+                  "exit 1 when a finding (with --baseline: a new one) is at least this severe")
       ->check(CLI::IsMember({"info", "warning", "error"}))
       ->capture_default_str();
+  cmd->add_option("--policy", args->policy,
+                  "judge findings by a policy: a profile (default, strict, relaxed) or a policy file "
+                  "(schema dask-caps.policy/1)")
+      ->type_name("FILE|PROFILE");
+  cmd->add_option("--baseline", args->baseline,
+                  "an earlier check --json: mark findings new or unchanged, list the vanished, "
+                  "and fail on new ones only")
+      ->type_name("FILE");
+  cmd->add_option("--sarif-location", args->sarif_location,
+                  "the file SARIF results point at (default: the policy file, the baseline, or the first "
+                  "probe file)")
+      ->type_name("FILE");
+  cmd->add_option("-o,--output", args->output, "also write the JSON document to FILE (atomically)")
+      ->type_name("FILE");
+  cmd->add_option("--sarif-output", args->sarif_output, "also write the SARIF log to FILE (atomically)")
+      ->type_name("FILE");
   cmd->add_option("--timeout", args->timeout_s,
                   "seconds for each endpoint: connect, TLS, handshake and replies")
       ->check(CLI::PositiveNumber)

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <iostream>
 
+#include "core/base/atomic_file.h"
+
 namespace daskcaps::cli {
 
 int exit_code_for(Errc code) {
@@ -53,8 +55,13 @@ Json diagnostics_json(const std::vector<Diagnostic>& diagnostics) {
   return out;
 }
 
-void print_json(const Json& doc) {
-  std::cout << doc.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
+std::string json_text(const Json& doc) { return doc.dump(2, ' ', false, Json::error_handler_t::replace) + "\n"; }
+
+void print_json(const Json& doc) { std::cout << json_text(doc); }
+
+int write_json_file(const std::string& path, const Json& doc) {
+  if (auto st = write_file_atomically(path, as_bytes(json_text(doc))); !st) return report_error("", st.error());
+  return kExitOk;
 }
 
 void add_limit_flags(CLI::App& cmd, Limits& limits) {

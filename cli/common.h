@@ -54,8 +54,13 @@ Json msgpack_to_json(const msgpack::Value& v);
 /// [{"kind": "bytes-lost", "offset": 1234 | null, "message": "..."}].
 Json diagnostics_json(const std::vector<Diagnostic>& diagnostics);
 
+/// A JSON document as printed: two-space indent and a final newline.
+std::string json_text(const Json& doc);
 /// Prints a JSON document and a newline to stdout.
 void print_json(const Json& doc);
+/// Writes json_text(doc) to `path` atomically; on failure prints the error
+/// line and returns its exit code (else kExitOk).
+int write_json_file(const std::string& path, const Json& doc);
 
 /// Binds the input limits of core/base/limits.h as flags on a command.
 void add_limit_flags(CLI::App& cmd, Limits& limits);

@@ -48,17 +48,24 @@ Json negotiation_json(const DaskNegotiation& d) {
 
 Json codec_json(const std::optional<std::string>& c) { return c ? Json(*c) : Json(nullptr); }
 
-Json findings_json(const std::vector<Finding>& findings) {
+Json findings_json(const std::vector<Finding>& findings, const std::vector<baseline::State>* states) {
   Json arr = Json::array();
-  for (const auto& f : findings) {
-    Json j = Json::object();
-    j["severity"] = to_string(f.severity);
-    j["code"] = f.code;
-    j["message"] = f.message;
-    j["hint"] = f.hint;
+  for (std::size_t i = 0; i < findings.size(); ++i) {
+    Json j = finding_json(findings[i]);
+    if (states) j["baseline"] = std::string(baseline::to_string((*states)[i]));
     arr.push_back(std::move(j));
   }
   return arr;
+}
+
+Json severity_counts(std::size_t errors, std::size_t warnings, std::size_t info) {
+  return Json{{"error", errors}, {"warning", warnings}, {"info", info}};
+}
+
+std::string state_tag(const gate::Gate& gate, std::size_t pair, std::size_t index) {
+  if (!gate.diff) return "";
+  const auto& states = pair == report::kLocal ? gate.diff->summary : gate.diff->pairs[pair];
+  return " [" + std::string(baseline::to_string(states[index])) + "]";
 }
 
 double round2(double v) { return std::round(v * 100.0) / 100.0; }
@@ -76,7 +83,18 @@ std::string codec_text(const std::optional<std::string>& c) { return c ? *c : "n
 
 }  // namespace
 
-Json check_report_json(const Report& rep) {
+Json finding_json(const Finding& f) {
+  Json j = Json::object();
+  j["severity"] = to_string(f.severity);
+  j["code"] = f.code;
+  j["message"] = f.message;
+  j["hint"] = f.hint;
+  if (!f.packages.empty()) j["packages"] = f.packages;
+  if (!f.endpoint.empty()) j["endpoint"] = f.endpoint;
+  return j;
+}
+
+Json check_report_json(const Report& rep, const gate::Gate& gate) {
   Json doc = json_document(kCheckSchema);
   if (rep.local) {
     Json l = Json::object();
@@ -118,7 +136,8 @@ Json check_report_json(const Report& rep) {
   doc["endpoints"] = std::move(eps);
 
   Json pairs = Json::array();
-  for (const auto& p : rep.pairs) {
+  for (std::size_t pi = 0; pi < rep.pairs.size(); ++pi) {
+    const auto& p = rep.pairs[pi];
     Json j = Json::object();
     j["a"] = report::side_name(rep, p.a);
     j["b"] = report::side_name(rep, p.b);
@@ -141,7 +160,7 @@ Json check_report_json(const Report& rep) {
     else
       rec["layout"] = Json{{"a-to-b", r.a_to_b.layout}, {"b-to-a", r.b_to_a.layout}};
     j["recommended"] = std::move(rec);
-    j["findings"] = findings_json(p.report.findings);
+    j["findings"] = findings_json(p.report.findings, gate.diff ? &gate.diff->pairs[pi] : nullptr);
     if (p.a_group) j["a-group"] = *p.a_group;
     if (p.b_group) {
       j["b-group"] = *p.b_group;
@@ -157,7 +176,7 @@ Json check_report_json(const Report& rep) {
   sum["reachable"] = s.reachable;
   sum["unreachable"] = s.unreachable;
   sum["pairs"] = rep.pairs.size();
-  sum["findings"] = Json{{"error", s.errors}, {"warning", s.warnings}, {"info", s.info}};
+  sum["findings"] = severity_counts(s.errors, s.warnings, s.info);
   sum["worst"] = s.worst ? Json(std::string(to_string(*s.worst))) : Json(nullptr);
   Json groups = Json::array();
   for (std::size_t g = 0; g < s.groups.size(); ++g) {
@@ -192,12 +211,54 @@ Json check_report_json(const Report& rep) {
   for (const auto& r : s.relay)
     relay.push_back(Json{{"from", r.from}, {"via", r.via}, {"to", r.to}, {"codec", r.codec}, {"predicted", r.predicted}});
   sum["relay"] = std::move(relay);
-  sum["cluster-findings"] = findings_json(s.findings);
+  sum["cluster-findings"] = findings_json(s.findings, gate.diff ? &gate.diff->summary : nullptr);
   doc["summary"] = std::move(sum);
+
+  if (gate.policy) {
+    doc["policy"] = policy::policy_to_json(*gate.policy);
+    Json ignored = Json::array();
+    for (const auto& ig : gate.ignored) {
+      Json j = Json::object();
+      if (!ig.a.empty()) {
+        j["a"] = ig.a;
+        j["b"] = ig.b;
+      }
+      Json f = finding_json(ig.finding);
+      for (auto& [k, v] : f.items()) j[k] = std::move(v);
+      j["reason"] = ig.reason;
+      ignored.push_back(std::move(j));
+    }
+    doc["ignored"] = std::move(ignored);
+  }
+  if (gate.baseline && gate.diff) {
+    const auto& d = *gate.diff;
+    Json b = Json::object();
+    b["file"] = gate.baseline->path;
+    b["new"] = severity_counts(d.new_errors, d.new_warnings, d.new_info);
+    b["worst-new"] = d.worst_new ? Json(std::string(to_string(*d.worst_new))) : Json(nullptr);
+    b["unchanged"] = d.unchanged;
+    Json vanished = Json::array();
+    for (const auto& e : d.vanished) {
+      Json j = Json::object();
+      if (e.in_pair) {
+        j["a"] = e.a.name;
+        j["b"] = e.b.name;
+      } else {
+        j["endpoint"] = e.endpoint;
+      }
+      j["severity"] = to_string(e.severity);
+      j["code"] = e.code;
+      j["message"] = e.message;
+      if (!e.packages.empty()) j["packages"] = e.packages;
+      vanished.push_back(std::move(j));
+    }
+    b["vanished"] = std::move(vanished);
+    doc["baseline"] = std::move(b);
+  }
   return doc;
 }
 
-void render_check_text(const Report& rep, std::ostream& out) {
+void render_check_text(const Report& rep, std::ostream& out, const gate::Gate& gate) {
   const auto describe_peer = [](const Peer& p) {
     std::string s;
     if (p.handshake) {
@@ -239,7 +300,8 @@ void render_check_text(const Report& rep, std::ostream& out) {
   }
   if (hidden) out << "... and " << hidden << " more workers (--json lists them all)\n";
 
-  for (const auto& p : rep.pairs) {
+  for (std::size_t pi = 0; pi < rep.pairs.size(); ++pi) {
+    const auto& p = rep.pairs[pi];
     out << '\n' << report::side_name(rep, p.a) << "  <->  " << report::side_name(rep, p.b);
     if (p.b_group) {
       const std::size_t n = rep.summary.groups[*p.b_group].members.size();
@@ -270,8 +332,9 @@ void render_check_text(const Report& rep, std::ostream& out) {
     else
       out << r.a_to_b.layout << " a->b, " << r.b_to_a.layout << " b->a";
     out << '\n';
-    for (const auto& f : p.report.findings) {
-      out << "  " << to_string(f.severity) << " " << f.code << ": " << f.message << '\n';
+    for (std::size_t i = 0; i < p.report.findings.size(); ++i) {
+      const auto& f = p.report.findings[i];
+      out << "  " << to_string(f.severity) << " " << f.code << state_tag(gate, pi, i) << ": " << f.message << '\n';
       out << "      hint: " << f.hint << '\n';
     }
   }
@@ -301,14 +364,47 @@ void render_check_text(const Report& rep, std::ostream& out) {
   for (const auto& r : s.relay)
     out << "relay: " << r.from << " -> " << r.via << " -> " << r.to << " carries " << r.codec
         << (r.predicted ? " (predicted)" : "") << ", which the receiver cannot decode\n";
-  for (const auto& f : s.findings) {
-    out << to_string(f.severity) << " " << f.code << ": " << f.message << '\n';
+  for (std::size_t i = 0; i < s.findings.size(); ++i) {
+    const auto& f = s.findings[i];
+    out << to_string(f.severity) << " " << f.code << state_tag(gate, report::kLocal, i) << ": " << f.message
+        << '\n';
     out << "    hint: " << f.hint << '\n';
+  }
+  if (gate.policy && !gate.ignored.empty()) {
+    out << "\nignored by policy " << gate.policy->name << ":\n";
+    for (const auto& ig : gate.ignored) {
+      out << "  " << ig.finding.code << "  ";
+      if (!ig.a.empty())
+        out << ig.a << " <-> " << ig.b;
+      else
+        out << ig.finding.endpoint;
+      out << ": " << ig.reason << '\n';
+    }
+  }
+  if (gate.baseline && gate.diff && !gate.diff->vanished.empty()) {
+    out << "\ngone since the baseline " << gate.baseline->path << ":\n";
+    for (const auto& e : gate.diff->vanished) {
+      out << "  " << to_string(e.severity) << " " << e.code << "  ";
+      if (e.in_pair)
+        out << e.a.name << " <-> " << e.b.name;
+      else
+        out << e.endpoint;
+      out << '\n';
+    }
   }
   out << "\nsummary: " << s.endpoints << " endpoint" << (s.endpoints == 1 ? "" : "s") << " (" << s.reachable
       << " reachable), " << rep.pairs.size() << " pair" << (rep.pairs.size() == 1 ? "" : "s") << ", "
       << s.errors << " error" << (s.errors == 1 ? "" : "s") << ", " << s.warnings << " warning"
-      << (s.warnings == 1 ? "" : "s") << ", " << s.info << " info\n";
+      << (s.warnings == 1 ? "" : "s") << ", " << s.info << " info";
+  if (gate.policy) out << " (policy " << gate.policy->name << ")";
+  out << '\n';
+  if (gate.baseline && gate.diff) {
+    const auto& d = *gate.diff;
+    out << "baseline " << gate.baseline->path << ": " << d.new_errors + d.new_warnings + d.new_info << " new ("
+        << d.new_errors << " error" << (d.new_errors == 1 ? "" : "s") << ", " << d.new_warnings << " warning"
+        << (d.new_warnings == 1 ? "" : "s") << ", " << d.new_info << " info), " << d.unchanged << " unchanged, "
+        << d.vanished.size() << " gone\n";
+  }
 }
 
 }  // namespace daskcaps::cli

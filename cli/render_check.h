@@ -1,18 +1,27 @@
 // Rendering of the check report (core/caps/caps_report.h) as JSON (schema
-// dask-caps.check/1, keys are contract: DESIGN.md `check`) and as text.
+// dask-caps.check/1, schemas/check.schema.json; keys are contract:
+// DESIGN.md `check`) and as text. SARIF is cli/render_sarif.h.
 #pragma once
 
 #include <ostream>
 
 #include "cli/common.h"
 #include "core/caps/caps_report.h"
+#include "core/caps/gate.h"
 #include "core/wire/msgpack.h"
 
 namespace daskcaps::cli {
 
 inline constexpr const char* kCheckSchema = "dask-caps.check/1";
 
-Json check_report_json(const report::Report& report);
-void render_check_text(const report::Report& report, std::ostream& out);
+/// One finding as the check document writes it (and the SARIF properties).
+Json finding_json(const Finding& finding);
+
+/// The check document. With the gate's policy: "policy" (the effective
+/// policy document) and "ignored"; with its baseline: "baseline" on every
+/// finding and a "baseline" object (file, new counts, unchanged, vanished).
+/// The gate must have judged the report (gate::judge).
+Json check_report_json(const report::Report& report, const gate::Gate& gate = {});
+void render_check_text(const report::Report& report, std::ostream& out, const gate::Gate& gate = {});
 
 }  // namespace daskcaps::cli

@@ -37,6 +37,17 @@ done
 case_ "check-gpu-worker-laptop" 1 check --json gpu-worker.probe.json laptop.probe.json
 case_ "check-fail-on-error-only-info" 0 check --json --fail-on error --as gpu-worker.probe.json gpu-worker.probe.json
 
+# Gates: policies (a profile, a file), baselines (nothing new; a new endpoint
+# and its findings), SARIF.
+case_ "check-gpu-worker-laptop-strict" 1 check --json --policy strict gpu-worker.probe.json laptop.probe.json
+case_ "check-gpu-worker-laptop-ci-policy" 1 check --json --policy ci/policy.json gpu-worker.probe.json laptop.probe.json
+case_ "check-baseline-unchanged" 0 check --json --fail-on info --baseline golden/check-gpu-worker-laptop.json \
+  gpu-worker.probe.json laptop.probe.json
+case_ "check-baseline-new" 1 check --json --fail-on warning --baseline golden/check-fail-on-error-only-info.json \
+  gpu-worker.probe.json laptop.probe.json
+case_ "check-gpu-worker-laptop-sarif" 0 check --format sarif --policy ci/policy.json \
+  --baseline golden/check-gpu-worker-laptop.json gpu-worker.probe.json laptop.probe.json
+
 # transcode for the laptop, then what the laptop receives.
 case_ "transcode-gpu-result-for-laptop" 0 transcode --json gpu-result.stream -o "$tmp/laptop.stream" --for laptop.probe.json
 case_ "inspect-gpu-result-for-laptop" 0 inspect --json "$tmp/laptop.stream"

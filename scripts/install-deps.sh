@@ -17,7 +17,12 @@ packages=(
   openssl tcpdump clang libclang-rt-14-dev
   # tests: peak RSS of a child (GNU time)
   time
+  # tests: JSON Schemas of the outputs, the CI example's workflow, the man page
+  python3-jsonschema python3-yaml groff-base
 )
+# The SARIF test fetches the official schema with npm (a Node.js that brings
+# its own npm is fine too).
+command -v npm >/dev/null || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do

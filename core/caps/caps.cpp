@@ -130,6 +130,67 @@ std::optional<Severity> severity_from_string(std::string_view s) {
   return std::nullopt;
 }
 
+namespace {
+
+constexpr FindingCodeInfo kFindingCodes[] = {
+    {finding_code::kCompressionMismatch, Severity::warning, "warning",
+     "the peers advertise different codecs, so Dask sends everything between them uncompressed"},
+    {finding_code::kCodecUnavailable, Severity::error,
+     "error when data reaches a peer that cannot decode its codec (relayed through the scheduler); "
+     "warning when that is predicted for workers not seen; info when a peer is only configured with a "
+     "codec the other lacks",
+     "a peer compresses with a codec the receiver cannot decode"},
+    {finding_code::kPickleProtocolDowngrade, Severity::error,
+     "error when one side reads protocol 5 and the other not (Dask writes some pickles with protocol 5 "
+     "regardless); info for other differences",
+     "the peers read different highest pickle protocols"},
+    {finding_code::kPythonVersionMismatch, Severity::warning,
+     "error across major versions; across minor versions warning (info under the same-major rule); "
+     "across patch releases info (warning under the exact rule)",
+     "the peers run different Python versions"},
+    {finding_code::kHandshakeIncomplete, Severity::error, "error",
+     "a handshake lacks a key Dask needs, so Dask fails the connection"},
+    {finding_code::kGpuToCpu, Severity::warning, "warning",
+     "GPU results travel to a peer without a GPU, which cannot deserialize them"},
+    {finding_code::kPackageMismatch, Severity::error,
+     "error for different dask or distributed releases; warning for different numpy major versions; "
+     "info for other packages and for a probe without Dask",
+     "the peers have different package versions"},
+    {finding_code::kUnreachable, Severity::warning, "warning",
+     "workers a scheduler lists could not be checked"},
+    {finding_code::kEndpointAppeared, Severity::info, "info",
+     "an endpoint (or workers of a scheduler) that the baseline does not have"},
+    {finding_code::kEndpointVanished, Severity::warning,
+     "warning for an endpoint named on the command line; info for workers found by --workers",
+     "an endpoint (or workers of a scheduler) in the baseline that this check does not have"},
+};
+
+}  // namespace
+
+std::span<const FindingCodeInfo> finding_codes() { return kFindingCodes; }
+
+const FindingCodeInfo* find_finding_code(std::string_view code) {
+  for (const auto& row : kFindingCodes)
+    if (row.code == code) return &row;
+  return nullptr;
+}
+
+std::string_view to_string(PythonRule rule) {
+  switch (rule) {
+    case PythonRule::exact: return "exact";
+    case PythonRule::same_minor: return "same-minor";
+    case PythonRule::same_major: return "same-major";
+  }
+  return "same-minor";
+}
+
+std::optional<PythonRule> python_rule_from_string(std::string_view s) {
+  if (s == "exact") return PythonRule::exact;
+  if (s == "same-minor") return PythonRule::same_minor;
+  if (s == "same-major") return PythonRule::same_major;
+  return std::nullopt;
+}
+
 std::optional<Severity> worst_severity(std::span<const Finding> findings) {
   std::optional<Severity> worst;
   for (const auto& f : findings)
@@ -454,7 +515,7 @@ void pickle_findings(const Peer& a, const Peer& b, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
-void python_findings(const Peer& a, const Peer& b, std::vector<Finding>& out) {
+void python_findings(const Peer& a, const Peer& b, PythonRule rule, std::vector<Finding>& out) {
   if (a.python.empty() || b.python.empty() || a.python == b.python) return;
   const auto [amaj, amin] = major_minor(a.python);
   const auto [bmaj, bmin] = major_minor(b.python);
@@ -466,12 +527,12 @@ void python_findings(const Peer& a, const Peer& b, std::vector<Finding>& out) {
     f.severity = Severity::error;
     f.message = both + ": pickles of functions and classes do not cross Python major versions";
   } else if (amin != bmin) {
-    f.severity = Severity::warning;
+    f.severity = rule == PythonRule::same_major ? Severity::info : Severity::warning;
     f.message = both +
                 ": functions and lambdas that cloudpickle serializes by value carry bytecode "
                 "that does not load across Python minor versions, so tasks fail on the other side";
   } else {
-    f.severity = Severity::info;
+    f.severity = rule == PythonRule::exact ? Severity::warning : Severity::info;
     f.message = both + " (same minor version: pickles are compatible)";
   }
   f.hint = std::string("run the same Python ") +
@@ -485,6 +546,7 @@ void package_findings(const Peer& a, const Peer& b, std::vector<Finding>& out) {
   for (const auto& [k, v] : a.packages) names.insert(k);
   for (const auto& [k, v] : b.packages) names.insert(k);
   std::string harmless;
+  std::vector<std::string> harmless_names;
   for (const auto& name : names) {
     if (name == "python") continue;
     auto ia = a.packages.find(name);
@@ -497,6 +559,7 @@ void package_findings(const Peer& a, const Peer& b, std::vector<Finding>& out) {
         name == "lz4" || name == "zstandard" || name == "snappy" || name == "python-snappy";
     if (!va || !vb) {
       if (codec_module || name == "dask" || name == "distributed") continue;  // said elsewhere
+      harmless_names.push_back(name);
       harmless += (harmless.empty() ? "" : ", ") + name + " " + (va ? *va : "missing") + " vs " +
                   (vb ? *vb : "missing");
       continue;
@@ -513,6 +576,7 @@ void package_findings(const Peer& a, const Peer& b, std::vector<Finding>& out) {
                   "workers (messages and task graphs change between releases)";
       f.hint = "install the same " + name + " release " + where(a) + " and " + where(b) +
                " (e.g. pip install " + name + "==" + std::string(public_version(*va)) + ")";
+      f.packages = {name};
       out.push_back(std::move(f));
       continue;
     }
@@ -526,10 +590,12 @@ void package_findings(const Peer& a, const Peer& b, std::vector<Finding>& out) {
         f.message = describe(a) + " has numpy " + *va + " and " + describe(b) + " numpy " + *vb +
                     ": pickles from numpy 2 name numpy._core, which numpy 1 cannot import";
         f.hint = "install the same numpy major version " + where(a) + " and " + where(b);
+        f.packages = {name};
         out.push_back(std::move(f));
         continue;
       }
     }
+    harmless_names.push_back(name);
     harmless += (harmless.empty() ? "" : ", ") + name + " " + *va + " vs " + *vb;
   }
   if (harmless.empty()) return;
@@ -539,6 +605,7 @@ void package_findings(const Peer& a, const Peer& b, std::vector<Finding>& out) {
   f.message = "packages differ between " + describe(a) + " and " + describe(b) + ": " + harmless;
   f.hint = "usually harmless; align them " + where(a) + " and " + where(b) +
            " if Dask's own version check warns";
+  f.packages = std::move(harmless_names);
   out.push_back(std::move(f));
 }
 
@@ -561,7 +628,7 @@ void gpu_findings(const Peer& a, const Peer& b, std::vector<Finding>& out) {
 
 }  // namespace
 
-PairReport evaluate_pair(const Peer& a, const Peer& b, bool same_host) {
+PairReport evaluate_pair(const Peer& a, const Peer& b, bool same_host, PythonRule python_rule) {
   PairReport r;
   r.recommended = recommend(a, b, same_host);
   incomplete_findings(a, b, r.findings);
@@ -599,7 +666,7 @@ PairReport evaluate_pair(const Peer& a, const Peer& b, bool same_host) {
     }
   }
   pickle_findings(a, b, r.findings);
-  python_findings(a, b, r.findings);
+  python_findings(a, b, python_rule, r.findings);
   package_findings(a, b, r.findings);
   gpu_findings(a, b, r.findings);
   return r;

@@ -58,14 +58,46 @@ inline constexpr std::string_view kHandshakeIncomplete = "handshake-incomplete";
 inline constexpr std::string_view kGpuToCpu = "gpu-to-cpu";
 inline constexpr std::string_view kPackageMismatch = "package-mismatch";
 inline constexpr std::string_view kUnreachable = "unreachable";
+// A check against a baseline (core/caps/baseline.h): an endpoint the
+// baseline did not have, or one it had that this check does not.
+inline constexpr std::string_view kEndpointAppeared = "endpoint-appeared";
+inline constexpr std::string_view kEndpointVanished = "endpoint-vanished";
 }  // namespace finding_code
+
+/// One row of the finding-code table (man page, SARIF rules).
+struct FindingCodeInfo {
+  std::string_view code;
+  Severity severity;            // the usual severity (SARIF's default level)
+  std::string_view severities;  // when it takes which severity, for readers
+  std::string_view summary;     // one sentence
+};
+/// Every finding code, in the order of DESIGN.md.
+std::span<const FindingCodeInfo> finding_codes();
+/// The row of `code`; nullptr for a code that does not exist.
+const FindingCodeInfo* find_finding_code(std::string_view code);
 
 struct Finding {
   Severity severity = Severity::info;
   std::string code;     // one of finding_code
   std::string message;  // what happens, naming the peers
   std::string hint;     // what to change, where
+  /// The packages it is about (package-mismatch), for policies that
+  /// ignore a package; empty for the others.
+  std::vector<std::string> packages;
+  /// Findings not tied to a pair (a report's summary): the endpoint they
+  /// are about (the scheduler of unreachable workers, an endpoint that
+  /// appeared or vanished). Empty for pair findings.
+  std::string endpoint;
 };
+
+/// How far apart two Python versions may be before python-version-mismatch
+/// is a warning: `exact` (any difference), `same-minor` (3.11.2 and 3.11.4
+/// are fine; the default), `same-major` (3.10 and 3.11 are fine). A
+/// different major version is always an error.
+enum class PythonRule : std::uint8_t { exact, same_minor, same_major };
+std::string_view to_string(PythonRule rule);
+/// "exact", "same-minor", "same-major"; nullopt for anything else.
+std::optional<PythonRule> python_rule_from_string(std::string_view s);
 
 /// The most severe of a list; nullopt when empty.
 std::optional<Severity> worst_severity(std::span<const Finding> findings);
@@ -194,8 +226,10 @@ struct PairReport {
 /// leaves uncompressed by design gets an info finding that says so
 /// (compression-mismatch at info), never a compression warning; so does a
 /// pair with a compression_hidden peer, whose codec towards the other
-/// cannot be seen.
-PairReport evaluate_pair(const Peer& a, const Peer& b, bool same_host);
+/// cannot be seen. `python_rule` decides the severity of
+/// python-version-mismatch.
+PairReport evaluate_pair(const Peer& a, const Peer& b, bool same_host,
+                         PythonRule python_rule = PythonRule::same_minor);
 
 // ---- relay through the scheduler (spec §3.7) ---------------------------
 

@@ -62,7 +62,17 @@ const std::string& side_name(const Report& report, std::size_t index) {
   return report.endpoints[index].address;
 }
 
-Report build_report(std::optional<Peer> local, std::vector<EndpointInfo> endpoints) {
+std::vector<std::string> side_members(const Report& report, std::size_t index) {
+  if (index == kLocal) return {side_name(report, index)};
+  const auto& e = report.endpoints[index];
+  if (!e.group || *e.group >= report.summary.groups.size()) return {e.address};
+  std::vector<std::string> out;
+  for (std::size_t m : report.summary.groups[*e.group].members) out.push_back(report.endpoints[m].address);
+  return out;
+}
+
+Report build_report(std::optional<Peer> local, std::vector<EndpointInfo> endpoints,
+                    const ReportOptions& options) {
   Report rep;
   rep.local = std::move(local);
   rep.endpoints = std::move(endpoints);
@@ -155,7 +165,7 @@ Report build_report(std::optional<Peer> local, std::vector<EndpointInfo> endpoin
     PairEntry p;
     p.a = a;
     p.b = b;
-    p.report = evaluate_pair(peer_at(a), peer_at(b), same_host(a, b));
+    p.report = evaluate_pair(peer_at(a), peer_at(b), same_host(a, b), options.python_rule);
     if (a != kLocal) p.a_group = eps[a].group;
     if (b != kLocal) p.b_group = eps[b].group;
     rep.pairs.push_back(std::move(p));
@@ -204,8 +214,12 @@ Report build_report(std::optional<Peer> local, std::vector<EndpointInfo> endpoin
       auto pair = std::find_if(rep.pairs.begin(), rep.pairs.end(), [&](const PairEntry& p) {
         return (p.a == c && p.b == s) || (p.a == s && p.b == c);
       });
-      auto& sink = pair == rep.pairs.end() ? rep.summary.findings : pair->report.findings;
-      for (auto& f : rr.findings) sink.push_back(std::move(f));
+      const bool to_summary = pair == rep.pairs.end();
+      auto& sink = to_summary ? rep.summary.findings : pair->report.findings;
+      for (auto& f : rr.findings) {
+        if (to_summary) f.endpoint = eps[s].address;
+        sink.push_back(std::move(f));
+      }
     }
   }
 
@@ -229,13 +243,22 @@ Report build_report(std::optional<Peer> local, std::vector<EndpointInfo> endpoin
     if (idx.size() > 3) f.message += "; ...";
     f.hint = "the scheduler lists them but they do not answer from here: check that they run and that "
              "this host may reach them (firewall, TLS settings, --timeout)";
+    f.endpoint = sched;
     rep.summary.findings.push_back(std::move(f));
   }
 
-  // Summary.
   auto& sum = rep.summary;
   sum.endpoints = eps.size();
   for (const auto& e : eps) (e.peer && !e.error) ? ++sum.reachable : ++sum.unreachable;
+  count_findings(rep);
+  return rep;
+}
+
+void count_findings(Report& rep) {
+  auto& sum = rep.summary;
+  sum.info = sum.warnings = sum.errors = 0;
+  sum.worst.reset();
+  sum.degraded.clear();
   const auto count = [&](const Finding& f) {
     switch (f.severity) {
       case Severity::info: ++sum.info; break;
@@ -259,7 +282,6 @@ Report build_report(std::optional<Peer> local, std::vector<EndpointInfo> endpoin
     sum.degraded.push_back(std::move(d));
   }
   for (const auto& f : sum.findings) count(f);
-  return rep;
 }
 
 }  // namespace daskcaps::report

@@ -104,13 +104,26 @@ struct Report {
   Summary summary;
 };
 
+struct ReportOptions {
+  PythonRule python_rule = PythonRule::same_minor;  // for python-version-mismatch
+};
+
 /// Builds peers, pairs, relay findings and the summary. `local` takes part
 /// when given (the one-endpoint form). A live endpoint whose handshake lacks
 /// a key gets an Errc::protocol error (Dask refuses it) but still takes part,
 /// so the pair shows the handshake-incomplete finding.
-Report build_report(std::optional<Peer> local, std::vector<EndpointInfo> endpoints);
+Report build_report(std::optional<Peer> local, std::vector<EndpointInfo> endpoints,
+                    const ReportOptions& options = {});
+
+/// Recomputes the summary's counts, worst severity and degraded pairs from
+/// the findings as they are now (after a policy changed or removed some).
+void count_findings(Report& report);
 
 /// The name a pair uses for one side.
 const std::string& side_name(const Report& report, std::size_t index);
+/// The endpoints one side of a pair stands for: its address, or every
+/// member of its group when it is a surveyed worker (groups are paired
+/// through their representative); this host's name for kLocal.
+std::vector<std::string> side_members(const Report& report, std::size_t index);
 
 }  // namespace daskcaps::report

@@ -20,6 +20,8 @@ import threading
 import dask
 import msgpack
 
+import schemacheck
+
 
 def _handshake_bytes(compression, pickle_protocol=5, python=None):
     python = list(python or sys.version_info[:3])
@@ -129,8 +131,8 @@ def dask_caps():
 
 def run_tool(*args, check=True, input=None):
     """Runs dask-caps; returns CompletedProcess with text output."""
-    p = subprocess.run([dask_caps(), *map(str, args)], capture_output=True, text=True,
-                       input=input, timeout=600)
+    p = schemacheck.checked(subprocess.run([dask_caps(), *map(str, args)], capture_output=True, text=True,
+                                           input=input, timeout=600))
     if check and p.returncode != 0:
         raise AssertionError(f"dask-caps {' '.join(map(str, args))} exited {p.returncode}:\n"
                              f"{p.stdout}\n{p.stderr}")

@@ -46,6 +46,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import daskversions  # noqa: E402
 from daskcluster import DaskCluster, read_handshake  # noqa: E402
+import schemacheck  # noqa: E402
 
 DASK_CAPS = os.environ.get("DASK_CAPS", "")
 TIMEOUT = 180
@@ -56,8 +57,8 @@ ZSTD = {"DASK_DISTRIBUTED__COMM__COMPRESSION": "zstd"}
 def run_caps(*args, env_extra=None):
     env = dict(os.environ)
     env.update(env_extra or LZ4)
-    return subprocess.run([DASK_CAPS, *args], env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, timeout=TIMEOUT)
+    return schemacheck.checked(subprocess.run([DASK_CAPS, *args], env=env, stdout=subprocess.PIPE,
+                                              stderr=subprocess.PIPE, text=True, timeout=TIMEOUT))
 
 
 _PROBE_DIR = tempfile.TemporaryDirectory(prefix="daskcaps-check-")

@@ -26,6 +26,8 @@ import unittest
 
 import msgpack
 
+import schemacheck
+
 DASK_CAPS = os.environ.get("DASK_CAPS", "")
 GUARD = 120  # seconds: only to turn a hang into a failure
 
@@ -155,9 +157,9 @@ def closed_port_address():
 
 
 def check(*args):
-    return subprocess.run([DASK_CAPS, "check", "--timeout", "2", *args], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, timeout=GUARD,
-                          env={**os.environ, "DASK_DISTRIBUTED__COMM__COMPRESSION": "lz4"})
+    return schemacheck.checked(subprocess.run(
+        [DASK_CAPS, "check", "--timeout", "2", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        timeout=GUARD, env={**os.environ, "DASK_DISTRIBUTED__COMM__COMPRESSION": "lz4"}))
 
 
 class CheckFaults(unittest.TestCase):

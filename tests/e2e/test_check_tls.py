@@ -27,14 +27,15 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import daskversions  # noqa: E402
 from daskcluster import DaskCluster, make_tls_files  # noqa: E402
+import schemacheck  # noqa: E402
 
 DASK_CAPS = os.environ.get("DASK_CAPS", "")
 GUARD = 120
 
 
 def run_caps(*args):
-    return subprocess.run([DASK_CAPS, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, timeout=GUARD)
+    return schemacheck.checked(subprocess.run([DASK_CAPS, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                              text=True, timeout=GUARD))
 
 
 @daskversions.for_each_dask

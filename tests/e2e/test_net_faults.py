@@ -19,6 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import msgpack  # noqa: E402
+import schemacheck  # noqa: E402
 
 from test_check_faults import HANDSHAKE, RawPeer, frame_message  # noqa: E402
 from test_serve_dask import Serve  # noqa: E402
@@ -50,8 +51,8 @@ def reset(conn):
 
 
 def check(address, timeout="2"):
-    p = subprocess.run([DASK_CAPS, "check", address, "--json", "--timeout", timeout],
-                       capture_output=True, text=True, timeout=120)
+    p = schemacheck.checked(subprocess.run([DASK_CAPS, "check", address, "--json", "--timeout", timeout],
+                                           capture_output=True, text=True, timeout=120))
     return p
 
 

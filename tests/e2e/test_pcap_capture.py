@@ -47,6 +47,7 @@ sys.path.insert(0, HERE)
 import daskversions  # noqa: E402
 import daskwire  # noqa: E402
 import samevalue  # noqa: E402
+import schemacheck  # noqa: E402
 
 HANDSHAKE_KEYS = {"compression", "python", "pickle-protocol"}
 LZ4 = {"DASK_DISTRIBUTED__COMM__COMPRESSION": "lz4"}
@@ -349,7 +350,8 @@ def dask_caps():
 def check_inspect(dask, pcap, conns, n_messages):
     """`dask-caps inspect` finds every connection with both handshakes and
     what Dask negotiated, and decodes every message without a problem."""
-    out = subprocess.run([dask_caps(), "inspect", "--json", pcap], capture_output=True, text=True, timeout=300)
+    out = schemacheck.checked(subprocess.run([dask_caps(), "inspect", "--json", pcap], capture_output=True,
+                                             text=True, timeout=300))
     if out.returncode != 0:
         fail("inspect exit %d: %s" % (out.returncode, out.stderr))
     doc = json.loads(out.stdout)
@@ -423,8 +425,9 @@ def check_transcode(dask, pcap, conns, raw_dir, tmp):
     """transcode --codec zstd --pickle-protocol 4: one stream per direction
     that this version loads, every message equal to the original's load."""
     out_dir = os.path.join(tmp, "zstd-p4")
-    t = subprocess.run([dask_caps(), "transcode", pcap, "-o", out_dir, "--codec", "zstd",
-                        "--pickle-protocol", "4", "--json"], capture_output=True, text=True, timeout=300)
+    t = schemacheck.checked(subprocess.run([dask_caps(), "transcode", pcap, "-o", out_dir, "--codec", "zstd",
+                                            "--pickle-protocol", "4", "--json"], capture_output=True, text=True,
+                                           timeout=300))
     if t.returncode != 0:
         fail("transcode exit %d: %s" % (t.returncode, t.stderr))
     report = json.loads(t.stdout)

@@ -38,6 +38,7 @@ import msgpack
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import daskversions  # noqa: E402
+import schemacheck
 
 DASK_CAPS = os.environ.get("DASK_CAPS", "")
 BUILD_DIR = os.environ.get("DASKCAPS_BUILD_DIR", "")
@@ -98,14 +99,14 @@ def env_with(**changes):
 
 
 def run_caps(*args, env=None):
-    return subprocess.run(
+    return schemacheck.checked(subprocess.run(
         [DASK_CAPS, *args],
         env=env if env is not None else os.environ,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         timeout=TIMEOUT,
         text=True,
-    )
+    ))
 
 
 def probe_json(*args, env=None):

@@ -35,6 +35,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import daskversions  # noqa: E402
 from daskcluster import stop_process  # noqa: E402
+import schemacheck  # noqa: E402
 
 DASK_CAPS = os.environ.get("DASK_CAPS", "")
 TIMEOUT = 120
@@ -68,8 +69,8 @@ class Serve:
 
 
 def run_caps(*args):
-    return subprocess.run([DASK_CAPS, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, timeout=TIMEOUT)
+    return schemacheck.checked(subprocess.run([DASK_CAPS, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                              text=True, timeout=TIMEOUT))
 
 
 @daskversions.for_each_dask

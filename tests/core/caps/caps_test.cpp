@@ -456,7 +456,7 @@ TEST_CASE("caps: severities parse and order") {
   CHECK(severity_from_string("warning") == Severity::warning);
   CHECK(!severity_from_string("fatal"));
   CHECK(to_string(Severity::error) == "error");
-  std::vector<Finding> fs{{Severity::info, "a", "", ""}, {Severity::warning, "b", "", ""}};
+  std::vector<Finding> fs{{Severity::info, "a", "", "", {}, ""}, {Severity::warning, "b", "", "", {}, ""}};
   CHECK(worst_severity(fs) == Severity::warning);
   CHECK(!worst_severity({}));
   CHECK(python_version_from_string("3.11.2.final.0") == "3.11.2");
