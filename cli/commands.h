@@ -14,5 +14,6 @@ void add_check(CLI::App& app, int& exit_code);
 void add_serve(CLI::App& app, int& exit_code);
 void add_transcode(CLI::App& app, int& exit_code);
 void add_bridge(CLI::App& app, int& exit_code);
+void add_completion(CLI::App& app, int& exit_code);
 
 }  // namespace daskcaps::cli

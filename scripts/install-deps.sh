@@ -17,6 +17,8 @@ packages=(
   openssl tcpdump clang libclang-rt-14-dev
   # tests: peak RSS of a child (GNU time)
   time
+  # tests: the zsh and fish completions
+  zsh fish
 )
 
 missing=()
