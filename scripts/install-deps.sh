@@ -17,8 +17,8 @@ packages=(
   openssl tcpdump clang libclang-rt-14-dev
   # tests: peak RSS of a child (GNU time)
   time
-  # tests: the zsh and fish completions
-  zsh fish
+  # tests: the Wireshark dissector (tshark), the zsh and fish completions
+  tshark zsh fish
 )
 
 missing=()
@@ -33,5 +33,7 @@ echo "install-deps: installing ${missing[*]}"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
+# wireshark-common asks whether non-root users may capture: they may not.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

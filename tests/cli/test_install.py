@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """`cmake --install` of the build tree into a temporary prefix puts the
 binary, the man page, the shell completions on Debian's paths, the JSON
-Schemas (when the source has schemas/) under the prefix, and what it installs works: the binary runs, the completions
+Schemas (when the source has schemas/) and the Wireshark dissector under
+the prefix, and what it installs works: the binary runs, the completions
 are what that binary prints, the other files are the sources' bytes.
 """
 import filecmp
@@ -41,6 +42,7 @@ def main():
 
         expected = {
             p("share", "man", "man1", "dask-caps.1"): os.path.join(SOURCE, "man", "dask-caps.1"),
+            p("share", "dask-caps", "wireshark", "dask.lua"): os.path.join(SOURCE, "examples", "wireshark", "dask.lua"),
         }
         schemas = os.path.join(SOURCE, "schemas")
         if os.path.isdir(schemas):
