@@ -179,7 +179,7 @@ std::string zsh_action(const std::string& message, const CompletionValues& v) {
   if (!v.words.empty()) {
     std::vector<std::string> escaped;
     for (const auto& w : v.words) escaped.push_back(zsh_word(w));
-    if (v.files) return ":" + msg + ":{_alternative 'values:" + msg + ":(" + join(escaped, " ") + ")' 'files:file:_files'}";
+    if (v.files) return ":" + msg + ":{compadd -- " + join(escaped, " ") + "; _files}";
     return ":" + msg + ":(" + join(escaped, " ") + ")";
   }
   if (v.directories) return ":" + msg + ":_files -/";

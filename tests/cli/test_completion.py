@@ -30,6 +30,8 @@ BUILD = os.environ.get("DASKCAPS_BUILD_DIR") or os.path.join(SOURCE, "build")
 DASK_CAPS = os.environ.get("DASK_CAPS") or os.path.join(BUILD, "dask-caps")
 
 problems = []
+# What the working directory of the completions holds.
+WORK_FILES = ["capture.pcap", "probe.json", "captures"]
 checked = {"bash": 0, "zsh": 0, "fish": 0}
 
 
@@ -76,7 +78,8 @@ def parse_help(cmd):
     secs = sections(help_text(cmd))
     names, sets, positional = [], {}, []
     for line in secs.get("Options", []):
-        m = re.match(r"^  (-\S+)(?: (\S+))?", line)
+        # "  NAMES TYPE[ OR (...)]" up to the description (two spaces or the end).
+        m = re.match(r"^  (-\S+)(?: (.*?))?(?:\s{2,}|$)", line)
         if not m:
             continue
         opt_names = m.group(1).split(",")
@@ -84,8 +87,10 @@ def parse_help(cmd):
         if m.group(2):
             s = re.search(r"\{([^}]*)\}", m.group(2))
             if s:
+                # "TEXT:({a,b}) OR (FILE)": the set, or a file name.
+                files = re.search(r"\(FILE\)", m.group(2)) is not None
                 for n in opt_names:
-                    sets[n] = s.group(1).split(",")
+                    sets[n] = s.group(1).split(",") + (WORK_FILES if files else [])
     for line in secs.get("Positionals", []):
         s = re.search(r"\{([^}]*)\}", line)
         if s:
@@ -181,8 +186,9 @@ def main():
         # A working directory with files to complete.
         work = os.path.join(tmp, "work")
         os.makedirs(os.path.join(work, "captures"))
-        for n in ("capture.pcap", "probe.json"):
-            open(os.path.join(work, n), "w").close()
+        for n in WORK_FILES:
+            if "." in n:
+                open(os.path.join(work, n), "w").close()
 
         commands = [l.split()[0] for l in sections(help_text()).get("Subcommands", [])]
         for must in ("check", "inspect", "transcode", "completion"):
@@ -211,7 +217,7 @@ def main():
                     " ".join(words), value))
         cases += [
             (["dask-caps", "check", "--fail-on", "w"], ["warning"]),
-            (["dask-caps", "inspect", ""], ["capture.pcap", "probe.json", "captures"]),
+            (["dask-caps", "inspect", ""], WORK_FILES),
             (["dask-caps", "check", "--as", "pro"], ["probe.json"]),
             (["dask-caps", "transcode", "capture.pcap", "-o", "capt"], ["capture.pcap", "captures"]),
             (["dask-caps", "check", "--timeout", ""], []),
