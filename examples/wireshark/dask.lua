@@ -500,7 +500,8 @@ end
 -- One message
 
 -- Reads the prelude at `off`. Returns "more", bytes needed (when the table
--- is not all there yet); or "bad", reason; or "ok", info.
+-- is not all there yet); "bad", reason; "large", reason (a valid prelude of
+-- a message Wireshark cannot reassemble); or "ok", info.
 local function read_prelude(tvb, off)
   local avail = tvb:len() - off
   if avail < 16 then return "more", 16 - avail end
@@ -515,11 +516,12 @@ local function read_prelude(tvb, off)
   local lengths, sum, prefix_ok = {}, 0, (L == 8 + 8 * n)
   for i = 0, n - 1 do
     local len = le_u64(tvb, off + 16 + 8 * i)
-    if len == nil or sum + len > MAX_MESSAGE then
+    if len == nil then
       return "bad", "frame " .. i .. " length " .. tostring(tvb(off + 16 + 8 * i, 8):le_uint64()) .. " is too large"
     end
     lengths[i] = len
     sum = sum + len
+    if sum > 4503599627370496 then return "bad", "frame lengths add up past 2^52 bytes" end
     if L == 8 + 8 * n + sum then prefix_ok = true end
   end
   if not prefix_ok then
@@ -527,7 +529,7 @@ local function read_prelude(tvb, off)
                                 L, 8 + 8 * n, 8 + 8 * n + sum)
   end
   local total = table_end + sum
-  if total > MAX_MESSAGE then return "bad", "message of " .. total .. " bytes" end
+  if total > MAX_MESSAGE then return "large", string.format("a message of %.0f bytes", total) end
   return "ok", { L = L, n = n, lengths = lengths, total = total, full = (L == 8 + 8 * n + sum) }
 end
 
@@ -799,6 +801,11 @@ function dask.dissector(tvb, pinfo, tree)
     elseif state == "bad" then
       if off == 0 then return 0 end  -- not ours (or not in step): leave it to others
       tree:add(dask, tvb(off)):add_proto_expert_info(E.prelude, p)
+      off = total
+      break
+    elseif state == "large" then
+      -- The rest of this connection cannot be followed.
+      tree:add(dask, tvb(off)):add_proto_expert_info(E.too_large, p)
       off = total
       break
     end

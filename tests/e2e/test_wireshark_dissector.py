@@ -365,6 +365,9 @@ def synthetic_capture(path):
     # A placeholder past the last frame: unreadable for both.
     c.send(False, dask_message([mp({"op": "bad", "d": {"__Serialized__": 5}})]))
     c.send(False, dask_message([mp({"op": "after"})]))
+    # Nesting at the limit of both decoders (1024 levels), then one deeper.
+    for arrays in (1023, 1024):
+        c.send(True, dask_message([b"\x82\xa2op\xa4deep\xa1x" + b"\x91" * arrays + b"\xc0"]))
     c.close()
     # Not Dask, on another port: nobody may claim it.
     other = Conversation("10.0.0.3", 40001, "10.0.0.4", 8080)
@@ -394,7 +397,7 @@ def check_synthetic(tmp, tshark_version):
         if any(not k[0].endswith(":8786") and not k[1].endswith(":8786") for k in tgroups):
             fail("%s: the HTTP conversation was decoded as Dask" % label)
         imsgs = [m for ms in igroups.values() for m in ms]
-        if messages != 8 or multi < 1 or not any("error" in m for m in imsgs) or \
+        if messages != 10 or multi < 1 or not any("error" in m for m in imsgs) or \
                 not any(m.get("short-length") for m in imsgs) or not any(o.get("elements") for m in imsgs
                                                                        for o in m.get("objects", [])):
             fail("%s: %d messages, %d packets with several; inspect: %s" % (label, messages, multi,
@@ -421,7 +424,7 @@ def main():
         if os.environ.get("CI"):
             fail("tshark is not installed (scripts/install-deps.sh installs it)")
         skip("tshark is not installed (scripts/install-deps.sh installs it)")
-    version = subprocess.run(["tshark", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    version = subprocess.run(["tshark", "--version"], capture_output=True, text=True).stdout.splitlines()[0].rstrip(".")
     print("using " + version)
 
     runs = [("2022.12.1", daskpcap.PYTHON_2022, "127.0.0.1", "127.0.0.1", {})]
