@@ -15,5 +15,6 @@ void add_serve(CLI::App& app, int& exit_code);
 void add_transcode(CLI::App& app, int& exit_code);
 void add_bridge(CLI::App& app, int& exit_code);
 void add_schema(CLI::App& app, int& exit_code);
+void add_completion(CLI::App& app, int& exit_code);
 
 }  // namespace daskcaps::cli

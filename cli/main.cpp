@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   int exit_code = kExitOk;
   using Adder = void (*)(CLI::App&, int&);
   static constexpr Adder kCommands[] = {add_probe, add_check, add_inspect, add_transcode, add_serve, add_bridge,
-                                        add_schema};
+                                        add_schema, add_completion};
   for (Adder add : kCommands) add(app, exit_code);
 
   try {

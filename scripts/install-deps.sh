@@ -19,6 +19,8 @@ packages=(
   time
   # tests: JSON Schemas of the outputs, the CI example's workflow, the man page
   python3-jsonschema python3-yaml groff-base
+  # tests: the Wireshark dissector (tshark), the zsh and fish completions
+  tshark zsh fish
 )
 # The SARIF test fetches the official schema with npm (a Node.js that brings
 # its own npm is fine too).
@@ -36,5 +38,7 @@ echo "install-deps: installing ${missing[*]}"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
+# wireshark-common asks whether non-root users may capture: they may not.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
