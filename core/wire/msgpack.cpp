@@ -252,7 +252,7 @@ void Value::clone_heap(const Value& s, Value& d) {
     }
     case Type::bin:
     case Type::ext: {
-      const ByteSpan b = s.as_bin();
+      const ByteSpan b(s.bytes_data(), s.size_);
       d.p_.buf = new Buffer(b.begin(), b.end());
       return;
     }
@@ -295,7 +295,7 @@ void Arena::clone(const Value& s, Value& d) {
     }
     case Type::bin:
     case Type::ext: {
-      const ByteSpan b = s.as_bin();
+      const ByteSpan b(s.bytes_data(), s.size_);
       auto* c = b.empty() ? nullptr : static_cast<std::uint8_t*>(alloc(b.size()));
       if (!b.empty()) std::memcpy(c, b.data(), b.size());
       d.p_.bytes = c;
@@ -548,7 +548,7 @@ bool Value::operator==(const Value& o) const {
       if (ext_type_ != o.ext_type_) return false;
       [[fallthrough]];
     case Type::bin: {
-      const ByteSpan a = as_bin(), b = o.as_bin();
+      const ByteSpan a(bytes_data(), size_), b(o.bytes_data(), o.size_);
       return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
     }
     case Type::array: {
@@ -948,12 +948,14 @@ class Encoder {
     p_ = out_.data() + start_;
     end_ = out_.data() + out_.size();
   }
-  ~Encoder() { out_.resize(static_cast<std::size_t>(p_ - out_.data())); }
+  /// Trims the buffer to what was written.
+  void finish() { out_.resize(static_cast<std::size_t>(p_ - out_.data())); }
 
-  /// What a decoded root re-encodes to, when nothing changed (plus slack for
-  /// the margin need() asks for); 0 when unknown.
+  /// What a decoded root re-encodes to, when nothing changed, plus the most
+  /// that need() asks for beyond what is then written (32 for a fixstr of
+  /// length 0); 0 when unknown.
   static std::size_t size_guess(const Value& v) {
-    return v.arena_ != nullptr && (v.flags_ & Value::kRoot) != 0 ? v.arena_->encoded_size + 16 : 0;
+    return v.arena_ != nullptr && (v.flags_ & Value::kRoot) != 0 ? v.arena_->encoded_size + 32 : 0;
   }
 
   /// The forms most Dask values take are written here, inline in the
@@ -1160,12 +1162,14 @@ class Encoder {
 void encode(const Value& v, ByteWriter& out) {
   detail::Encoder e(out.buffer(), detail::Encoder::size_guess(v));
   e.value(v);
+  e.finish();
 }
 
 Buffer encode(const Value& value) {
   Buffer out;
   detail::Encoder e(out, detail::Encoder::size_guess(value));
   e.value(value);
+  e.finish();
   return out;
 }
 

@@ -35,6 +35,7 @@
 // value stay valid until that value (or the container holding it) changes.
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -105,7 +106,8 @@ struct Uninit {};
 
 class Value {
  public:
-  Value() noexcept : p_{}, arena_(nullptr), size_(0), type_(Type::nil), flags_(0), ext_type_(0), cap_log2_(kExact) {}
+  Value() noexcept
+      : p_{}, arena_(nullptr), size_(0), type_(Type::nil), flags_(0), ext_type_(0), cap_log2_(kExact) {}
   Value(const Value& other);
   Value(Value&& other) noexcept;
   Value& operator=(const Value& other);
@@ -168,22 +170,46 @@ class Value {
   bool is_array() const { return type_ == Type::array; }
   bool is_map() const { return type_ == Type::map; }
 
-  // The accessors below require the matching type (checked by assert).
-  bool as_bool() const { return p_.b; }
+  // The accessors below require the matching type (checked by assert). The
+  // views they return stay valid while this value is not changed.
+  bool as_bool() const {
+    assert(type_ == Type::boolean);
+    return p_.b;
+  }
   Int as_int() const {
+    assert(type_ == Type::int_);
     if ((flags_ & kNegative) != 0) return Int{true, 0, p_.i};
     return Int{false, p_.u, 0};
   }
-  double as_double() const { return type_ == Type::float32 ? static_cast<double>(p_.f) : p_.d; }
-  float as_float32() const { return p_.f; }
+  double as_double() const {
+    assert(is_float());
+    return type_ == Type::float32 ? static_cast<double>(p_.f) : p_.d;
+  }
+  float as_float32() const {
+    assert(type_ == Type::float32);
+    return p_.f;
+  }
   StrView as_str() const {
+    assert(type_ == Type::str);
     return {(flags_ & kInline) != 0 ? p_.chars : p_.s, size_};
   }
-  ByteSpan as_bin() const { return {bytes_data(), size_}; }
-  Ext as_ext() const { return Ext{ext_type_, ByteSpan(bytes_data(), size_)}; }
-  std::span<const Value> as_array() const { return {p_.items, size_}; }
+  ByteSpan as_bin() const {
+    assert(type_ == Type::bin);
+    return {bytes_data(), size_};
+  }
+  Ext as_ext() const {
+    assert(type_ == Type::ext);
+    return Ext{ext_type_, ByteSpan(bytes_data(), size_)};
+  }
+  std::span<const Value> as_array() const {
+    assert(type_ == Type::array);
+    return {p_.items, size_};
+  }
   ArrayRef as_array();
-  std::span<const Entry> as_map() const { return {p_.entries, size_}; }
+  std::span<const Entry> as_map() const {
+    assert(type_ == Type::map);
+    return {p_.entries, size_};
+  }
   MapRef as_map();
 
   /// The integer as int64 if it is an integer that fits, else nullopt.
@@ -318,8 +344,14 @@ class MapRef {
   Value* v_;
 };
 
-inline ArrayRef Value::as_array() { return ArrayRef(this); }
-inline MapRef Value::as_map() { return MapRef(this); }
+inline ArrayRef Value::as_array() {
+  assert(type_ == Type::array);
+  return ArrayRef(this);
+}
+inline MapRef Value::as_map() {
+  assert(type_ == Type::map);
+  return MapRef(this);
+}
 
 /// Decodes exactly one value from the reader (consuming it). Errors carry the
 /// absolute offset of the offending byte.
