@@ -265,8 +265,8 @@ class ObjectRecoder {
     Value* subs = header.find("sub-headers");
     Value* lengths = header.find("frame-lengths");
     if (subs == nullptr || !subs->is_array() || lengths == nullptr || !lengths->is_array()) return {};
-    auto& elements = subs->as_array();
-    auto& counts = lengths->as_array();
+    auto elements = subs->as_array();
+    auto counts = lengths->as_array();
     if (counts.size() != elements.size())
       return make_error(Errc::bad_value, "collection \"frame-lengths\" and \"sub-headers\" differ in length");
     std::vector<Bytes> out;
@@ -379,7 +379,7 @@ class ObjectRecoder {
       if (po == nullptr || !po->is_bin())
         return make_error(Errc::bad_value, "__Pickled__ sub-header has no bin \"pickled-obj\"");
       std::vector<Bytes> all;
-      all.emplace_back(po->as_bin());
+      all.push_back(Bytes::copy_of(po->as_bin()));
       all.insert(all.end(), frames.begin(), frames.end());
       // ToPickle sends no writeable flags; inline as bytearray, which gives
       // NumPy the writeable arrays the receiver would have had.

@@ -8,7 +8,11 @@
 //  2. encode gives at most as many bytes as the input (it writes the
 //     smallest form of every value);
 //  3. decoding that encoding gives an equal value (floats compared by their
-//     bits, so NaN and -0.0 count), and encoding it again the same bytes.
+//     bits, so NaN and -0.0 count), and encoding it again the same bytes;
+//  4. ownership: a copy encodes the same; the elements of a top-level array
+//     or map, moved out of the decoded tree, rebuild the same bytes after
+//     the tree is gone; and swapping them within a decoded tree (each swap
+//     copies between the heap and the tree's arena) and back changes nothing.
 #include <cstdint>
 #include <cstring>
 
@@ -89,5 +93,37 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(same(*again, v));
   const Buffer twice = mp::encode(*again);
   FUZZ_CHECK(twice == once);
+
+  // 4. Ownership.
+  const mp::Value copy = v;
+  FUZZ_CHECK(same(copy, v));
+  FUZZ_CHECK(mp::encode(copy) == once);
+  mp::Value rebuilt;
+  {
+    mp::Value tree = std::move(*whole);
+    if (tree.is_array()) {
+      mp::Array items;
+      for (mp::Value& e : tree.as_array()) items.push_back(std::move(e));
+      rebuilt = mp::Value::array(std::move(items));
+    } else if (tree.is_map()) {
+      mp::Map entries;
+      for (auto& [k, e] : tree.as_map()) entries.emplace_back(std::move(k), std::move(e));
+      rebuilt = mp::Value::map(std::move(entries));
+    } else {
+      rebuilt = std::move(tree);
+    }
+  }
+  FUZZ_CHECK(mp::encode(rebuilt) == once);
+  if (again->is_array()) {
+    auto items = again->as_array();
+    for (int pass = 0; pass < 2; ++pass)
+      for (std::size_t i = 0, j = items.size(); i + 1 < j; ++i, --j) std::swap(items[i], items[j - 1]);
+    FUZZ_CHECK(mp::encode(*again) == once);
+  } else if (again->is_map()) {
+    auto entries = again->as_map();
+    for (int pass = 0; pass < 2; ++pass)
+      for (std::size_t i = 0, j = entries.size(); i + 1 < j; ++i, --j) std::swap(entries[i], entries[j - 1]);
+    FUZZ_CHECK(mp::encode(*again) == once);
+  }
   return 0;
 }

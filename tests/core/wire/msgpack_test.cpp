@@ -185,3 +185,169 @@ TEST_CASE("msgpack: map helpers") {
   CHECK(m.find("a") == nullptr);
   CHECK(msgpack::repr(Value::map({{Value::str("k"), Value::array({Value::integer(1)})}})) == "{'k': (1,)}");
 }
+
+// --- Ownership: decoded trees live in an arena, built values on the heap.
+
+namespace {
+// {"op": "compute-task", "key": ("x-1234567890abcdef", 3), "deps": ["tcp://10.0.0.1:4000"], "n": 7}
+Buffer sample() {
+  return msgpack::encode(Value::map({{Value::str("op"), Value::str("compute-task")},
+                                     {Value::str("key"), Value::array({Value::str("x-1234567890abcdef"),
+                                                                       Value::integer(3)})},
+                                     {Value::str("deps"), Value::array({Value::str("tcp://10.0.0.1:4000")})},
+                                     {Value::str("n"), Value::integer(7)}}));
+}
+Value decoded(const Buffer& b) {
+  auto v = msgpack::decode_all(b);
+  REQUIRE(v);
+  return std::move(*v);
+}
+}  // namespace
+
+TEST_CASE("msgpack: decoded values outlive the input bytes") {
+  Buffer b = sample();
+  const Buffer original = b;
+  Value v = decoded(b);
+  std::fill(b.begin(), b.end(), 0xc1);
+  b.clear();
+  b.shrink_to_fit();
+  CHECK(v.find("op")->as_str() == "compute-task");
+  CHECK(v.find("key")->as_array()[0].as_str() == "x-1234567890abcdef");
+  CHECK(msgpack::encode(v) == original);
+  // The streaming decoder copies what it keeps too.
+  Buffer c = original;
+  ByteReader r(c);
+  auto s = msgpack::decode(r);
+  REQUIRE(s);
+  std::fill(c.begin(), c.end(), 0);
+  CHECK(msgpack::encode(*s) == original);
+}
+
+TEST_CASE("msgpack: parts moved or copied out of a decoded tree outlive it") {
+  Value key, deps, op;
+  {
+    Value v = decoded(sample());
+    key = std::move(*v.find("key"));           // copied out: the arena is v's
+    deps = *v.find("deps");                    // copied out
+    Value* o = v.find("op");
+    op = std::move(*o);
+    CHECK(v.find("n")->to_int64() == 7);       // the rest of v is untouched
+  }
+  CHECK(key == Value::array({Value::str("x-1234567890abcdef"), Value::integer(3)}));
+  CHECK(deps.as_array()[0].as_str() == "tcp://10.0.0.1:4000");
+  CHECK(op.as_str() == "compute-task");
+  // A whole decoded root moves without a copy and stays usable.
+  Value v = decoded(sample());
+  Value moved = std::move(v);
+  CHECK(v.is_nil());
+  CHECK(moved.find("n")->to_int64() == 7);
+  std::vector<Value> many;
+  for (int i = 0; i < 40; ++i) many.push_back(decoded(sample()));  // vector growth moves roots
+  for (const Value& m : many) CHECK(msgpack::encode(m) == sample());
+}
+
+TEST_CASE("msgpack: values put into a decoded tree are copied into it") {
+  Value v = decoded(sample());
+  {
+    Value long_str = Value::str("a string longer than any inline one");
+    v.set("note", long_str);
+    v.set("op", Value::str("task-finished"));
+    Value* deps = v.find("deps");
+    for (int i = 0; i < 20; ++i) deps->as_array().push_back(Value::str("tcp://10.0.0." + std::to_string(i) + ":1"));
+    deps->as_array()[0] = Value::bin(Buffer(100, 7));
+    v.find("key")->as_array()[1] = Value::map({{Value::integer(1), Value::str("one")}});
+  }  // everything put in is gone here
+  CHECK(v.find("note")->as_str() == "a string longer than any inline one");
+  CHECK(v.find("op")->as_str() == "task-finished");
+  CHECK(v.find("deps")->as_array().size() == 21);
+  CHECK(v.find("deps")->as_array()[0] == Value::bin(Buffer(100, 7)));
+  CHECK(v.find("deps")->as_array()[20].as_str() == "tcp://10.0.0.19:1");
+  CHECK(v.find("key")->as_array()[1].find("one") == nullptr);
+  CHECK(v.find("key")->as_array()[1].as_map()[0].second.as_str() == "one");
+  // The mutated tree re-encodes as the same values built on the heap would.
+  Value again = decoded(msgpack::encode(v));
+  CHECK(again == v);
+  Value copy = v;
+  CHECK(copy == v);
+  CHECK(v.erase("note") == 1);
+  CHECK(v.erase("op") == 1);
+  CHECK(v.as_map().size() == 3);
+  CHECK(v.as_map()[0].first.as_str() == "key");
+  CHECK(copy.find("note") != nullptr);  // the copy is deep
+}
+
+TEST_CASE("msgpack: a decoded tree moved into a built one keeps its contents") {
+  Value outer = Value::map();
+  outer.set("inner", decoded(sample()));
+  Value list = Value::array();
+  list.as_array().push_back(decoded(sample()));
+  list.as_array().emplace_back(Value::integer(1));
+  Buffer expected = msgpack::encode(Value::map({{Value::str("inner"), decoded(sample())}}));
+  CHECK(msgpack::encode(outer) == expected);
+  CHECK(msgpack::encode(list.as_array()[0]) == sample());
+  // ... and into another decoded tree, whose arena then holds a copy.
+  Value host = decoded(sample());
+  host.set("inner", std::move(outer));
+  CHECK(msgpack::encode(*host.find("inner")) == expected);
+}
+
+TEST_CASE("msgpack: assignment within one tree and from a part of itself") {
+  Value v = decoded(sample());
+  Value& n = *v.find("n");
+  n = *v.find("key");          // copy between nodes of the same arena
+  *v.find("op") = std::move(*v.find("deps"));  // a move within one arena
+  CHECK(v.find("n")->as_array()[0].as_str() == "x-1234567890abcdef");
+  CHECK(v.find("op")->as_array()[0].as_str() == "tcp://10.0.0.1:4000");
+  CHECK(v.find("deps")->is_nil());
+  v = *v.find("key");           // a root assigned a part of itself
+  CHECK(v == Value::array({Value::str("x-1234567890abcdef"), Value::integer(3)}));
+  Value w = decoded(sample());
+  w = std::move(*w.find("deps"));
+  CHECK(w.as_array()[0].as_str() == "tcp://10.0.0.1:4000");
+  Value& self = w;
+  w = self;
+  CHECK(w.as_array().size() == 1);
+  // Scalars at the root need no arena, and a nested container copies.
+  Value i = decoded(msgpack::encode(Value::integer(-5)));
+  CHECK(i.to_int64() == -5);
+}
+
+TEST_CASE("msgpack: str values convert like the std::string they used to be") {
+  Value v = decoded(sample());
+  const std::string copied = v.find("op")->as_str();
+  CHECK(copied == "compute-task");
+  CHECK("op=" + v.find("op")->as_str() == "op=compute-task");
+  CHECK(v.find("op")->as_str() + "!" == "compute-task!");
+  std::vector<std::string> names;
+  names.push_back(v.find("op")->as_str());
+  CHECK(names.front() == "compute-task");
+  CHECK(Value::str("short").as_str() == "short");
+  CHECK(Value::str("").as_str().empty());
+  CHECK(Value::str(std::string(9, 'y')) == Value::str("yyyyyyyyy"));
+}
+
+TEST_CASE("msgpack: built containers take parts of decoded trees by copy") {
+  Value built = Value::map();
+  Value list = Value::array();
+  {
+    Value v = decoded(sample());
+    for (const auto& [k, e] : v.as_map()) built.as_map().emplace_back(k, e);
+    for (auto& [k, e] : v.as_map()) list.as_array().push_back(std::move(e));
+    msgpack::Map m;
+    m.emplace_back(v.as_map()[0].first, v.as_map()[0].second);
+    built.set("m", Value::map(std::move(m)));
+  }
+  CHECK(built.as_map().size() == 5);
+  CHECK(msgpack::encode(*built.find("key")) ==
+        msgpack::encode(Value::array({Value::str("x-1234567890abcdef"), Value::integer(3)})));
+  CHECK(list.as_array()[2].as_array()[0].as_str() == "tcp://10.0.0.1:4000");
+  CHECK(built.find("m")->find("op")->as_str() == "compute-task");
+  // Empty decoded containers grow like any other.
+  Value empty = decoded(hex("92 90 80"));
+  empty.as_array()[0].as_array().push_back(Value::integer(1));
+  empty.as_array()[1].as_map().emplace_back(Value::str("k"), Value::nil());
+  empty.as_array().push_back(Value::str("third"));
+  CHECK(msgpack::encode(empty) == hex("93 9101 81a16bc0 a57468697264"));
+  empty.as_array().clear();
+  CHECK(msgpack::encode(empty) == hex("90"));
+}
