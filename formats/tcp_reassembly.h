@@ -51,7 +51,7 @@
 #include "core/base/diagnostic.h"
 #include "core/base/limits.h"
 #include "formats/message_stream.h"
-#include "formats/pcap.h"
+#include "formats/packet.h"
 
 namespace daskcaps::formats {
 

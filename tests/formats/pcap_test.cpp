@@ -1,4 +1,5 @@
 #include "formats/pcap.h"
+#include "formats/packet.h"
 
 #include <doctest/doctest.h>
 
