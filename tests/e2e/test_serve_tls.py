@@ -276,6 +276,10 @@ class ServeTls(TlsServeCase, unittest.TestCase):
             per_tcp = self.idle_connections(serve, count, tls=False)
         print(f"serve: {count} idle connections, {per_tls} bytes each over TLS, {per_tcp} over TCP "
               f"(RSS growth)", file=sys.stderr)
+        if os.environ.get("DASKCAPS_SANITIZED") == "1":
+            # AddressSanitizer's redzones and quarantine: 333 KB per TLS
+            # connection there, a measure of ASan, not of serve.
+            self.skipTest("RSS bounds are not asserted under AddressSanitizer (measured above)")
         self.assertLessEqual(per_tls, 64 * 1024)
         self.assertLessEqual(per_tcp, 64 * 1024)
 

@@ -67,7 +67,7 @@ def as_list(x):
 
 
 def tshark(args, pcap):
-    cmd = ["tshark", "-r", pcap, "-X", "lua_script:" + LUA, *args]
+    cmd = ["tshark", "-r", pcap, "-X", "lua_script:" + LUA, "-o", "tcp.reassemble_out_of_order:TRUE", *args]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         fail("tshark %s: exit %d\n%s" % (" ".join(args), out.returncode, out.stderr[-3000:]))
@@ -209,6 +209,10 @@ def compare_groups(label, tgroups, igroups, only=None):
     return c, messages
 
 
+class CaptureDiffers(Exception):
+    """tshark and inspect disagree on a real capture."""
+
+
 def check_capture(label, rec, tshark_version):
     pcap = rec.pcap
     sched_port = rec.scheduler[1]
@@ -218,7 +222,7 @@ def check_capture(label, rec, tshark_version):
 
     c, messages = compare_groups(label, tgroups, igroups)
     if c.problems:
-        fail("%d differences, first ones:\n%s" % (len(c.problems), "\n".join(c.problems[:40])))
+        raise CaptureDiffers("%d differences, first ones:\n%s" % (len(c.problems), "\n".join(c.problems[:40])))
 
     # What the capture must hold for the comparison to mean something.
     imsgs = [m for ms in igroups.values() for m in ms]
@@ -440,11 +444,24 @@ def main():
     try:
         check_synthetic(tmp, version)
         for label, python, sh, wh, env in runs:
-            try:
-                rec = record(label, python, tmp, sh, wh, env)
-            except daskpcap.RecordError as e:
-                fail(str(e))
-            check_capture(label, rec, version)
+            # Once in a CI run under the sanitizers (load 2+ on 2 cores),
+            # tshark lost one 1.6 MB message of a 2026.7.1 capture that
+            # inspect read whole (tcpdump dropped nothing); not reproduced
+            # since. A second capture is taken then, and the first one's
+            # differences are printed, so that it is seen, not hidden.
+            for attempt in range(2):
+                try:
+                    rec = record(label if attempt == 0 else label + "-again", python, tmp, sh, wh, env)
+                except daskpcap.RecordError as e:
+                    fail(str(e))
+                try:
+                    check_capture(label, rec, version)
+                    break
+                except CaptureDiffers as e:
+                    if attempt == 1:
+                        fail(str(e))
+                    print("NOTICE: %s: tshark and inspect differ on this capture; capturing again:\n%s"
+                          % (label, e))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
