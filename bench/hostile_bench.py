@@ -96,6 +96,10 @@ def main():
         return
     if not args.tool:
         ap.error("the dask-caps binary is needed (or --report)")
+    if os.path.isdir(args.tool):  # a build folder
+        args.tool = os.path.join(args.tool, "dask-caps")
+    if not (os.path.isfile(args.tool) and os.access(args.tool, os.X_OK)):
+        ap.error("%s is not an executable dask-caps" % args.tool)
 
     with tempfile.TemporaryDirectory() as tmp:
         corpus = args.corpus or args.keep_corpus or tmp

@@ -148,12 +148,17 @@ def incomplete(conn):
     conn.close()
 
 
+# Sockets bound and never listening: a connect to their port is refused, and
+# no other test running at the same time can take the port (a port closed
+# again after bind could be handed to a parallel test's listener).
+_HELD = []
+
+
 def closed_port_address():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return "tcp://127.0.0.1:%d" % port
+    _HELD.append(s)
+    return "tcp://127.0.0.1:%d" % s.getsockname()[1]
 
 
 def check(*args):

@@ -10,7 +10,10 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 #include <vector>
+
+#include "core/base/bytes.h"
 
 namespace daskcaps::pickle::detail {
 
@@ -51,7 +54,10 @@ using LargeVector = std::vector<T, LargeAllocator<T>>;
 template <typename T, typename A>
 void reserve_large(std::vector<T, A>& v, std::size_t n) {
   if (n <= v.capacity()) return;
-  v.reserve(n);
+  if constexpr (std::is_same_v<std::vector<T, A>, Buffer>)
+    reserve_bytes(v, n);  // one memcpy, not a byte loop
+  else
+    v.reserve(n);
   advise_huge_pages(v.data(), v.capacity() * sizeof(T));
 }
 

@@ -156,7 +156,8 @@ class Writer {
       detail::reserve_large(out_, static_cast<std::size_t>(std::min<std::uint64_t>(
                                       std::max(len_ + data.size(), 2 * out_.capacity()), limits_.max_pickle_output_bytes)));
     }
-    out_.insert(out_.end(), data.begin(), data.end());
+    out_.resize(len_ + data.size());  // uninitialised room, then one memcpy
+    std::memcpy(out_.data() + len_, data.data(), data.size());
     len_ = out_.size();
   }
   void commit_frame() {
