@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """`cmake --install` of the build tree into a temporary prefix puts the
 binary, the man page, the shell completions on Debian's paths, the JSON
-Schemas (when the source has schemas/) and the Wireshark dissector under
+Schemas and the Wireshark dissector under
 the prefix, and what it installs works: the binary runs, the completions
 are what that binary prints, the other files are the sources' bytes.
 """
@@ -45,15 +45,12 @@ def main():
             p("share", "dask-caps", "wireshark", "dask.lua"): os.path.join(SOURCE, "examples", "wireshark", "dask.lua"),
         }
         schemas = os.path.join(SOURCE, "schemas")
-        if os.path.isdir(schemas):
-            for root, _, files in os.walk(schemas):
-                for name in files:
-                    src = os.path.join(root, name)
-                    expected[p("share", "dask-caps", "schemas", os.path.relpath(src, schemas))] = src
-            if not any(n.endswith(".json") for n in os.listdir(schemas)):
-                fail("schemas/ holds no .json file")
-        else:
-            print("NOTICE: the source has no schemas/ folder: none installed")
+        for root, _, files in os.walk(schemas):
+            for name in files:
+                src = os.path.join(root, name)
+                expected[p("share", "dask-caps", "schemas", os.path.relpath(src, schemas))] = src
+        if not os.path.isdir(schemas) or not any(n.endswith(".json") for n in os.listdir(schemas)):
+            fail("schemas/ holds no .json file")
         for installed, src in expected.items():
             if not os.path.isfile(installed):
                 fail("%s was not installed" % os.path.relpath(installed, prefix))
