@@ -84,12 +84,14 @@ def _child_env(extra: dict | None) -> dict:
     return env
 
 
-def stop_process(proc: subprocess.Popen, grace: float = 10.0) -> None:
-    """Stops a process started with start_new_session=True, by its group."""
+def stop_process(proc: subprocess.Popen, grace: float = 10.0, sig: int = signal.SIGTERM) -> None:
+    """Stops a process started with start_new_session=True, by its group:
+    `sig` (tcpdump wants SIGINT to flush its file), then SIGKILL after
+    `grace` seconds."""
     if proc.poll() is not None:
         return
     try:
-        os.killpg(proc.pid, signal.SIGTERM)
+        os.killpg(proc.pid, sig)
     except ProcessLookupError:
         return
     try:

@@ -23,6 +23,8 @@ import sys
 import time
 from dataclasses import dataclass
 
+from daskcluster import stop_process
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_2022 = "/usr/bin/python3"
 
@@ -69,20 +71,6 @@ def _wait_for_text(path, text, proc, timeout):
     with open(path, errors="replace") as f:
         log = f.read()
     raise RecordError("%r not seen in %s (exit %s):\n%s" % (text, path, proc.poll(), log[-3000:]))
-
-
-def _stop(proc, sig=signal.SIGTERM, timeout=30):
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        return
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 CLIENT = r"""
@@ -227,10 +215,10 @@ def record(python, directory, label, scheduler_host="127.0.0.1", worker_host="12
                                  env=env, cwd=directory, timeout=300)
             if out.returncode != 0 or ok not in out.stdout:
                 raise RecordError("%s client failed:\n%s%s" % (label, out.stdout, out.stderr[-3000:]))
-        _stop(worker)
-        _stop(sched)
+        stop_process(worker, 30)
+        stop_process(sched, 30)
         time.sleep(1.0)  # let the last FIN/ACKs pass through the capture
-        _stop(td, signal.SIGINT)
+        stop_process(td, 30, signal.SIGINT)
         with open(td_log, errors="replace") as f:
             td_text = f.read()
         dropped = 0
@@ -241,7 +229,7 @@ def record(python, directory, label, scheduler_host="127.0.0.1", worker_host="12
                          " | ".join(l for l in td_text.splitlines() if l.strip()))
     finally:
         for p in reversed(procs):
-            _stop(p, signal.SIGKILL if p.poll() is None else signal.SIGTERM, 10)
+            stop_process(p, 10, signal.SIGKILL if p.poll() is None else signal.SIGTERM)
 
 
 if __name__ == "__main__":

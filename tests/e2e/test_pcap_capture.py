@@ -45,6 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import daskversions  # noqa: E402
+from daskcluster import stop_process  # noqa: E402
 import daskwire  # noqa: E402
 import samevalue  # noqa: E402
 import schemacheck  # noqa: E402
@@ -105,20 +106,6 @@ def wait_for_text(path, text, proc, timeout):
     with open(path, errors="replace") as f:
         log = f.read()
     fail("%r not seen in %s (exit %s):\n%s" % (text, path, proc.poll(), log[-3000:]))
-
-
-def stop(proc, sig=signal.SIGTERM, timeout=30):
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        return
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 CLIENT = r"""
@@ -200,10 +187,10 @@ def capture(dask, tmp, tcpdump):
         if client.returncode != 0 or "client ok" not in client.stdout:
             fail("client failed:\n" + client.stdout + client.stderr)
 
-        stop(worker)
-        stop(sched)
+        stop_process(worker, 30)
+        stop_process(sched, 30)
         time.sleep(1.0)  # let the last FIN/ACKs pass through the capture
-        stop(td, signal.SIGINT)
+        stop_process(td, 30, signal.SIGINT)
         td_log.seek(0)
         td_text = td_log.read()
         print("tcpdump: " + " | ".join(line for line in td_text.splitlines() if line.strip()))
@@ -216,7 +203,7 @@ def capture(dask, tmp, tcpdump):
         return pcap, sched_port, worker_port
     finally:
         for p in reversed(procs):
-            stop(p, signal.SIGKILL if p.poll() is None else signal.SIGTERM, 10)
+            stop_process(p, 10, signal.SIGKILL if p.poll() is None else signal.SIGTERM)
         td_log.close()
 
 
