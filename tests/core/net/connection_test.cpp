@@ -18,6 +18,7 @@
 #include "core/net/rpc.h"
 #include "core/net/tls.h"
 #include "support/dask_builder.h"
+#include "support/net_support.h"
 #include "support/tls_files.h"
 
 using namespace daskcaps;
@@ -27,15 +28,9 @@ using net::Loop;
 
 namespace {
 
-std::unique_ptr<Loop> make_loop() {
-  auto l = Loop::create();
-  REQUIRE(l.ok());
-  return std::move(*l);
-}
-
 template <typename Pred>
 void run_until(Loop& loop, Pred done, int rounds = 20000) {
-  for (int i = 0; i < rounds && !done(); ++i) REQUIRE(loop.run_once(std::chrono::milliseconds(200)).ok());
+  testsupport::run_until(loop, done, rounds, std::chrono::milliseconds(200));
 }
 
 /// A handler that records everything; hooks change what it does.
@@ -499,42 +494,13 @@ TEST_CASE("connection: a handler may destroy its connection from inside a callba
   REQUIRE(srv.handlers[0]->closed);
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define DASKCAPS_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define DASKCAPS_TEST_ASAN 1
-#endif
-#endif
-#ifndef DASKCAPS_TEST_ASAN
-#define DASKCAPS_TEST_ASAN 0
-#endif
-
-namespace {
-
-std::size_t heap_in_use() {
-  const struct mallinfo2 m = mallinfo2();
-  return m.uordblks + m.hblkhd;
-}
-
-}  // namespace
 
 TEST_CASE("connection: memory per idle connection, with 1,000 of them") {
 #if DASKCAPS_TEST_ASAN
   MESSAGE("not measured under AddressSanitizer (its allocator is not malloc's)");
   return;
 #endif
-  rlimit rl{};
-  getrlimit(RLIMIT_NOFILE, &rl);
-  if (rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
-  std::size_t count = 1000;
-  if (rl.rlim_cur < 2 * count + 100) {
-    count = rl.rlim_cur > 300 ? (rl.rlim_cur - 100) / 2 : 100;
-    MESSAGE("the file descriptor limit allows " << count << " connection pairs only");
-  }
+  const std::size_t count = pairs_the_fd_limit_allows(1000);
   for (const bool tls : {false, true}) {
     CAPTURE(tls);
     std::optional<Pki> pki;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/net/socket.h"
+#include "support/net_support.h"
 
 using namespace daskcaps;
 using net::Clock;
@@ -19,19 +20,12 @@ using net::Loop;
 
 namespace {
 
-std::unique_ptr<Loop> make_loop() {
-  auto l = Loop::create();
-  REQUIRE(l.ok());
-  return std::move(*l);
-}
+using testsupport::make_loop;
 
 /// Runs the loop until `done` or `rounds` iterations (each waits at most 1 s).
 template <typename Pred>
 void run_until(Loop& loop, Pred done, int rounds = 1000) {
-  for (int i = 0; i < rounds && !done(); ++i) {
-    auto r = loop.run_once(std::chrono::seconds(1));
-    REQUIRE(r.ok());
-  }
+  testsupport::run_until(loop, done, rounds, std::chrono::seconds(1));
 }
 
 struct Pipe {

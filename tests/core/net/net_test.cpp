@@ -16,6 +16,7 @@
 #include "core/net/rpc.h"
 #include "core/net/survey.h"
 #include "support/dask_builder.h"
+#include "support/net_support.h"
 
 using namespace daskcaps;
 using namespace testsupport;
@@ -328,33 +329,13 @@ TEST_CASE("net: garbage and silent clients do not hold up a served client") {
   CHECK(r.ok());
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define NET_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define NET_TEST_ASAN 1
-#endif
-#endif
-#ifndef NET_TEST_ASAN
-#define NET_TEST_ASAN 0
-#endif
 
 TEST_CASE("net_server: 1,000 idle clients cost the server little heap each") {
-#if NET_TEST_ASAN
+#if DASKCAPS_TEST_ASAN
   MESSAGE("not measured under AddressSanitizer (its allocator is not malloc's)");
   return;
 #endif
-  rlimit rl{};
-  getrlimit(RLIMIT_NOFILE, &rl);
-  if (rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
-  std::size_t count = 1000;
-  if (rl.rlim_cur < 2 * count + 100) {
-    count = rl.rlim_cur > 300 ? (rl.rlim_cur - 100) / 2 : 100;
-    MESSAGE("the file descriptor limit allows " << count << " clients only");
-  }
+  const std::size_t count = testsupport::pairs_the_fd_limit_allows(1000);
   RunningServer srv({spec()});
   const net::Address a = srv.addresses()[0];
   Buffer hello = rpc::encode_msgpack_message(query_options().session.ours.to_msgpack());
@@ -389,17 +370,13 @@ TEST_CASE("net_server: 1,000 idle clients cost the server little heap each") {
     }
     return s;
   };
-  auto heap = [] {
-    const struct mallinfo2 m = mallinfo2();
-    return m.uordblks + m.hblkhd;
-  };
   std::vector<net::Socket> idle;
   idle.reserve(count + 10);
   for (int i = 0; i < 10; ++i) idle.push_back(client());  // the server's one-time state first
   malloc_trim(0);
-  const std::size_t before = heap();
+  const std::size_t before = testsupport::heap_in_use();
   for (std::size_t i = 0; i < count; ++i) idle.push_back(client());
-  const std::size_t after = heap();
+  const std::size_t after = testsupport::heap_in_use();
   REQUIRE(after > before);
   const std::size_t per_client = (after - before) / count;
   MESSAGE("serve: " << count << " idle clients, " << per_client << " bytes of heap each");
