@@ -28,7 +28,10 @@ MessageAssembler::MessageAssembler(const Limits& limits, const Options& options)
   options_.chunk_bytes = std::max<std::size_t>(options_.chunk_bytes, 64);
 }
 
-std::uint64_t MessageAssembler::buffered() const { return large_ ? large_->size() : chunk_have(); }
+std::uint64_t MessageAssembler::buffered() const {
+  if (streaming_) return stream_got_;
+  return large_ ? large_->size() : chunk_have();
+}
 
 std::uint64_t MessageAssembler::pending_need() const {
   const std::uint64_t have = buffered();
@@ -58,6 +61,10 @@ void MessageAssembler::set_hold(bool hold) {
 }
 
 void MessageAssembler::restart_at(std::uint64_t offset) {
+  streaming_ = false;
+  stream_total_ = stream_got_ = 0;
+  piece_chunk_.reset();
+  piece_used_ = 0;
   large_.reset();
   large_need_ = 0;
   known_total_ = 0;
@@ -72,7 +79,7 @@ void MessageAssembler::restart_at(std::uint64_t offset) {
 }
 
 void MessageAssembler::release_idle() {
-  if (large_ || chunk_have() != 0) return;
+  if (streaming_ || large_ || chunk_have() != 0) return;
   chunk_.reset();
   begin_ = end_ = 0;
 }
@@ -94,6 +101,21 @@ bool MessageAssembler::fits_stream(std::uint64_t total) {
 
 std::span<std::uint8_t> MessageAssembler::buffer() {
   if (error_) return std::span<std::uint8_t>(spare_, sizeof spare_);
+  if (streaming_) {
+    // A fresh chunk once the last one is full (the same one when no piece
+    // of it is still held): the pieces cut from it live on with their
+    // consumer.
+    const std::uint64_t left = stream_total_ - stream_got_;
+    if (piece_chunk_ && piece_used_ == piece_chunk_->capacity && piece_chunk_.use_count() == 1) piece_used_ = 0;
+    if (!piece_chunk_ || piece_used_ == piece_chunk_->capacity) {
+      piece_chunk_ = std::make_shared<Chunk>(static_cast<std::size_t>(
+          std::min<std::uint64_t>(std::max<std::uint64_t>(left, 1), std::max<std::size_t>(options_.piece_bytes, 64))));
+      piece_used_ = 0;
+    }
+    const std::size_t room =
+        static_cast<std::size_t>(std::min<std::uint64_t>(piece_chunk_->capacity - piece_used_, left));
+    return std::span<std::uint8_t>(piece_chunk_->data.get() + piece_used_, room);
+  }
   if (large_) {
     // Never past the end of this message (or of the prelude being read).
     if (large_->size() == large_->capacity()) {
@@ -139,6 +161,22 @@ std::span<std::uint8_t> MessageAssembler::buffer() {
 
 void MessageAssembler::commit(std::size_t n) {
   if (error_ || n == 0) return;
+  if (streaming_) {
+    pieces_.emplace_back(std::shared_ptr<const void>(piece_chunk_),
+                         ByteSpan(piece_chunk_->data.get() + piece_used_, n));
+    piece_used_ += n;
+    stream_got_ += n;
+    if (stream_got_ == stream_total_) {
+      // The message is over: the next one starts in the staging chunk.
+      streaming_ = false;
+      offset_ += stream_total_;
+      stream_total_ = stream_got_ = 0;
+      known_total_ = 0;
+      piece_chunk_.reset();
+      piece_used_ = 0;
+    }
+    return;
+  }
   if (large_) {
     large_->resize(large_->size() + n);
     if (large_->size() >= large_need_ && !hold_) advance();
@@ -159,6 +197,43 @@ std::size_t MessageAssembler::push(ByteSpan data) {
     commit(k);
   }
   return taken;
+}
+
+std::optional<MessageAssembler::Partial> MessageAssembler::partial() const {
+  if (!large_ || streaming_ || error_ || !ready_.empty() || known_total_ == 0) return std::nullopt;
+  const ByteSpan have = large_->span();
+  if (have.size() < 16) return std::nullopt;
+  std::uint64_t n = 0;
+  std::memcpy(&n, have.data() + 8, 8);
+  // known_total_ is set once decode_frames has checked the whole length
+  // table, so it is in and n is within the limits.
+  if (have.size() < prelude_size(n)) return std::nullopt;
+  Partial p;
+  p.offset = offset_;
+  p.wire_size = known_total_;
+  p.lengths.resize(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < p.lengths.size(); ++i) std::memcpy(&p.lengths[i], have.data() + 16 + 8 * i, 8);
+  p.have = Bytes(std::shared_ptr<const void>(large_), have);
+  return p;
+}
+
+void MessageAssembler::stream_rest() {
+  if (!large_ || streaming_ || known_total_ == 0) return;
+  streaming_ = true;
+  stream_total_ = known_total_;
+  stream_got_ = large_->size();
+  if (stream_got_ > 0) pieces_.emplace_back(std::shared_ptr<const void>(large_), large_->span());
+  large_.reset();
+  large_need_ = 0;
+  piece_chunk_.reset();
+  piece_used_ = 0;
+}
+
+std::optional<Bytes> MessageAssembler::next_piece() {
+  if (pieces_.empty()) return std::nullopt;
+  Bytes b = std::move(pieces_.front());
+  pieces_.pop_front();
+  return b;
 }
 
 Result<std::optional<AssembledMessage>> MessageAssembler::next() {

@@ -39,6 +39,16 @@
 //   - Limits::max_frames and max_message_bytes are checked by decode_frames
 //     (core/wire/frames.h) from the prelude, before any byte of a frame.
 //
+// Cut-through (a live proxy forwarding a large message before its end is
+// in): partial() shows the message in progress once its length table is in
+// and it has its own buffer; stream_rest() then stops keeping it: the bytes
+// received so far and every later byte of that message come out of
+// next_piece() as they arrive, in order, each piece a slice of a read chunk
+// (Options::piece_bytes) that lives as long as the piece does, so memory
+// follows what the consumer still holds, not the message. buffer() never
+// offers room past the message's end; after its last byte the assembler
+// goes on with the next message as usual (its pieces may still be waiting).
+//
 // Errors: what decode_frames reports (bad prelude, a limit), the stream-size
 // check above, and Errc::limit_exceeded when the kernel refuses memory.
 // After an error every next() returns it again; complete messages cut
@@ -83,6 +93,16 @@ class MessageAssembler {
     const char* stream_noun = "stream";
     /// Size of the staging chunk for preludes and small messages.
     std::size_t chunk_bytes = std::size_t{64} << 10;
+    /// Size of the read chunks of a streamed message (stream_rest()).
+    std::size_t piece_bytes = std::size_t{256} << 10;
+  };
+
+  /// The message in progress, seen before its end (see "Cut-through").
+  struct Partial {
+    std::uint64_t offset = 0;              // stream offset of its L field
+    std::uint64_t wire_size = 0;           // bytes it occupies
+    std::vector<std::uint64_t> lengths;    // every frame's length
+    Bytes have;                            // the bytes received so far, from its L field
   };
 
   explicit MessageAssembler(const Limits& limits);
@@ -104,10 +124,23 @@ class MessageAssembler {
   /// stream's error (see above).
   Result<std::optional<AssembledMessage>> next();
 
+  /// The message in progress once its length table is in and it has its
+  /// own buffer (it does not fit a staging chunk); nullopt otherwise, while
+  /// complete messages wait in next(), or while a message is streamed.
+  std::optional<Partial> partial() const;
+  /// Hands out the rest of the message in progress as it arrives (see
+  /// "Cut-through"), starting with the bytes partial() showed. Requires
+  /// partial().
+  void stream_rest();
+  /// True while a streamed message still lacks bytes.
+  bool streaming() const { return streaming_; }
+  /// The next piece of the streamed message, nullopt when none waits.
+  std::optional<Bytes> next_piece();
+
   /// Stream offset of the first byte not yet handed out in a message.
   std::uint64_t offset() const { return offset_; }
   /// Bytes received of the message in progress (and of any messages queued).
-  std::uint64_t buffered() const;
+  std::uint64_t buffered() const;  // a streamed message: what arrived of it
   /// Bytes the message in progress still lacks, when its prelude is in;
   /// 0 otherwise.
   std::uint64_t pending_need() const;
@@ -155,6 +188,13 @@ class MessageAssembler {
   std::deque<AssembledMessage> ready_;
   std::optional<Error> error_;
   bool hold_ = false;
+  // The streamed message (stream_rest()).
+  bool streaming_ = false;
+  std::uint64_t stream_total_ = 0;  // its wire size
+  std::uint64_t stream_got_ = 0;    // bytes of it received
+  std::shared_ptr<Chunk> piece_chunk_;
+  std::size_t piece_used_ = 0;
+  std::deque<Bytes> pieces_;
   std::uint8_t spare_[256];        // buffer() after a failure
 };
 

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <random>
+#include <set>
 
 #include "core/base/byte_writer.h"
 #include "core/wire/frames.h"
@@ -249,4 +250,82 @@ TEST_CASE("assembler: restart_at drops a partial message and continues at the ne
   auto got = drain(a);
   REQUIRE(got.size() == 1);
   CHECK(got[0].offset == 1000);
+}
+
+TEST_CASE("assembler: a streamed message comes out in pieces as it arrives, then the next one as usual") {
+  const Buffer small = message("first", 10);
+  const Buffer big = message("big", 3 << 20, 2);
+  const Buffer after = message("next", 5);
+  const Buffer stream = concat({small, big, after});
+  MessageAssembler::Options opts;
+  opts.piece_bytes = 100000;
+  MessageAssembler a({}, opts);
+  std::mt19937 rng(3);
+  std::vector<AssembledMessage> whole;
+  Buffer streamed;
+  std::size_t held_pieces = 0, at = 0;
+  bool started = false;
+  while (at < stream.size()) {
+    std::span<std::uint8_t> room = a.buffer();
+    REQUIRE(!room.empty());
+    if (a.streaming()) CHECK(room.size() <= small.size() + big.size() - at);  // never past its end
+    const std::size_t k = std::min({room.size(), stream.size() - at, std::size_t{1} + rng() % 150000});
+    std::memcpy(room.data(), stream.data() + at, k);
+    a.commit(k);
+    at += k;
+    for (auto& m : drain(a)) whole.push_back(std::move(m));
+    if (!started) {
+      if (auto p = a.partial()) {
+        CHECK(p->offset == small.size());
+        CHECK(p->wire_size == big.size());
+        REQUIRE(p->lengths.size() == 4);
+        CHECK(p->lengths[1] == std::uint64_t{3} << 20);
+        CHECK(std::equal(p->have.data(), p->have.data() + p->have.size(), big.begin()));
+        a.stream_rest();
+        started = true;
+        CHECK(!a.at_boundary());
+        CHECK(!a.partial());
+      }
+    }
+    while (auto piece = a.next_piece()) {
+      CHECK(!piece->empty());
+      CHECK(piece->size() <= std::max<std::size_t>(opts.piece_bytes, 64 << 10) + (1 << 20));
+      streamed.insert(streamed.end(), piece->data(), piece->data() + piece->size());
+      ++held_pieces;
+    }
+  }
+  CHECK(started);
+  CHECK(held_pieces > 20);
+  CHECK(streamed == big);
+  REQUIRE(whole.size() == 2);
+  CHECK(whole[0].wire_size == small.size());
+  CHECK(whole[1].offset == small.size() + big.size());
+  CHECK(encode_message(std::span<const Bytes>(whole[1].frames)) == after);
+  CHECK(a.at_boundary());
+}
+
+TEST_CASE("assembler: a streamed message's read chunks are reused once their pieces are dropped") {
+  const Buffer big = message("big", 8 << 20);
+  MessageAssembler::Options opts;
+  opts.piece_bytes = 1 << 16;
+  MessageAssembler a({}, opts);
+  a.push(ByteSpan(big.data(), 1 << 20));
+  REQUIRE(a.partial());
+  a.stream_rest();
+  while (a.next_piece()) {
+  }
+  std::set<const std::uint8_t*> chunks;
+  std::size_t at = 1 << 20;
+  while (at < big.size()) {
+    std::span<std::uint8_t> room = a.buffer();
+    chunks.insert(room.data());
+    const std::size_t k = std::min(room.size(), big.size() - at);
+    std::memcpy(room.data(), big.data() + at, k);
+    a.commit(k);
+    at += k;
+    while (a.next_piece()) {
+    }
+  }
+  CHECK(chunks.size() == 1);  // one chunk, over and over
+  CHECK(a.at_boundary());
 }
