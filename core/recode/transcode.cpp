@@ -346,15 +346,9 @@ class ObjectRecoder {
   Status recompress(SubObject& obj, std::vector<CompressionValue> codecs, Codec target) {
     for (std::size_t i = 0; i < obj.frames.size(); ++i) {
       const CompressionValue& entry = codecs[i];
-      if (entry.kind == CompressionValue::Kind::false_) continue;  // never compressed
-      auto current = codec_of(entry);
-      if (!current)
-        return std::move(current).error().add_context(obj.frame_label(i));
-      if (*current == target) continue;
-      if (!opt_.accept_codecs.empty() &&
-          (*current == Codec::none ||
-           std::find(opt_.accept_codecs.begin(), opt_.accept_codecs.end(), *current) != opt_.accept_codecs.end()))
-        continue;
+      auto action = frame_recode_for(entry, target, opt_);
+      if (!action) return std::move(action).error().add_context(obj.frame_label(i));
+      if (*action == FrameRecode::keep) continue;
       auto raw = decompress_frame(entry, obj.frames[i], opt_.limits);
       if (!raw) return std::move(raw).error().add_context(obj.frame_label(i));
       if (entry.compresses()) release(obj.frames[i]);
@@ -430,6 +424,18 @@ msgpack::Value rewrite_handshake(const msgpack::Value& root, const TranscodeOpti
 }
 
 }  // namespace
+
+Result<FrameRecode> frame_recode_for(const CompressionValue& entry, Codec target, const TranscodeOptions& options) {
+  if (entry.kind == CompressionValue::Kind::false_) return FrameRecode::keep;  // never compressed
+  auto current = codec_of(entry);
+  if (!current) return std::move(current).error();
+  if (*current == target) return FrameRecode::keep;
+  const auto& accept = options.accept_codecs;
+  if (!accept.empty() &&
+      (*current == Codec::none || std::find(accept.begin(), accept.end(), *current) != accept.end()))
+    return FrameRecode::keep;
+  return FrameRecode::recode;
+}
 
 Result<std::vector<Bytes>> transcode_message(Message&& message, const TranscodeOptions& options,
                                              TranscodeReport& report) {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/wire/codec.h"
+#include "core/wire/compression_value.h"
 #include "core/base/limits.h"
 #include "core/wire/message.h"
 #include "core/base/result.h"
@@ -54,6 +55,15 @@ struct TranscodeOptions {
     return !codec && !pickle_protocol && !inline_buffers && !layout_cpu;
   }
 };
+
+/// What a change of codec does to one wire frame of a `__Serialized__`
+/// object whose compression entry is `entry` (transcode_message's rule):
+/// keep its bytes (never compressed, already in the target or, with
+/// accept_codecs, in a codec the receiver reads, or raw), or recode it
+/// (decompress, then Dask's maybe_compress for the target). Errors: an
+/// entry naming a codec this build lacks (Errc::unknown_codec).
+enum class FrameRecode : std::uint8_t { keep, recode };
+Result<FrameRecode> frame_recode_for(const CompressionValue& entry, Codec target, const TranscodeOptions& options);
 
 /// What transcoding one message did.
 struct TranscodeReport {

@@ -134,6 +134,16 @@ void rewrite_placeholders(msgpack::Value& v, F&& new_index) {
 
 }  // namespace
 
+std::vector<std::pair<Placeholder, std::uint64_t>> placeholder_frames(const msgpack::Value& root) {
+  std::vector<PathStep> path;
+  std::vector<Found> found;
+  find_placeholders(root, path, found);
+  std::vector<std::pair<Placeholder, std::uint64_t>> out;
+  out.reserve(found.size());
+  for (const Found& f : found) out.emplace_back(f.kind, f.index);
+  return out;
+}
+
 Result<Message> parse_message(std::vector<Bytes> frames, const Limits& limits,
                               std::span<const std::uint64_t> frame_offsets) {
   auto offset_of = [&](std::size_t i) -> std::uint64_t {

@@ -23,6 +23,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/base/bytes.h"
@@ -82,6 +83,11 @@ struct Message {
 /// lacks an integer "num-sub-frames".
 Result<Message> parse_message(std::vector<Bytes> frames, const Limits& limits = {},
                               std::span<const std::uint64_t> frame_offsets = {});
+
+/// Every placeholder of a decoded frame 0, in the order parse_message()
+/// meets them: its kind and k, the index of its sub-header frame (not yet
+/// checked against any message's frame count).
+std::vector<std::pair<Placeholder, std::uint64_t>> placeholder_frames(const msgpack::Value& root);
 
 /// Lays the message out as wire frames again (frame 0 first); see above.
 /// Loose frames are kept after the objects' frames, in their order. With
