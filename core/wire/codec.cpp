@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "core/base/byte_reader.h"
+#include "core/wire/detail/codec_bounds.h"
 
 namespace daskcaps {
 
@@ -51,12 +52,9 @@ std::string codec_library_version(Codec c) {
 
 namespace {
 
-Error too_large(std::uint64_t size, std::uint64_t limit, std::string_view codec) {
-  return make_error(Errc::limit_exceeded,
-                    std::string(codec) + " frame declares " + std::to_string(size) +
-                        " bytes, more than the limit of " + std::to_string(limit) +
-                        " (--max-decompressed-bytes)");
-}
+using detail::impossible_size;
+using detail::most_output;
+using detail::too_large;
 
 // For a frame that declares no size: found while decoding it.
 Error decodes_too_large(std::uint64_t limit, std::string_view codec) {
@@ -64,44 +62,8 @@ Error decodes_too_large(std::uint64_t limit, std::string_view codec) {
                                               std::to_string(limit) + " bytes (--max-decompressed-bytes)");
 }
 
-// ---- what a frame can hold --------------------------------------------------
-// Each format bounds how much output its input can make. A declared size
-// above that bound is a lie, refused before anything is allocated, so a
-// frame can never make us allocate more than a fixed multiple of its own size.
-//
-// lz4 block: a sequence is a token, its literals (one output byte for each
-// input byte), a 2-byte offset and a match of 4 + 15 bytes from the token,
-// plus 255 for each extra length byte and up to 254 for the last one. A
-// sequence with k extra length bytes thus makes at most 273 + 255k bytes
-// from at least k + 4: less than 255 per input byte, as do literals.
-constexpr std::uint64_t kLz4MaxRatio = 255;
-// snappy: after the varint length, the densest element is a copy with a
-// 2-byte offset, 3 bytes for at most 64 output bytes (a 1-byte-offset copy
-// is 2 bytes for at most 11; a literal one byte for one).
-constexpr std::uint64_t kSnappyCopyBytes = 3, kSnappyCopyMax = 64;
-// zstd: a block that makes output has a 3-byte header and at least one byte
-// of content (an RLE block: one byte repeated), and makes at most 128 KiB
-// (RFC 8878 §3.1.1.2.3; libzstd's one-shot decoder also takes RLE blocks of
-// up to 2 MiB, which no encoder writes and its streaming decoder refuses).
-constexpr std::uint64_t kZstdBlockOverhead = 4, kZstdBlockMax = std::uint64_t{128} << 10;
-
-std::uint64_t most_output(Codec c, std::uint64_t input) {
-  switch (c) {
-    case Codec::lz4: return input * kLz4MaxRatio;
-    case Codec::snappy: return input * kSnappyCopyMax / kSnappyCopyBytes;
-    case Codec::zstd: return input / kZstdBlockOverhead * kZstdBlockMax;
-    case Codec::none: return input;
-    case Codec::zlib: break;
-  }
-  return std::numeric_limits<std::uint64_t>::max();
-}
-
-Error impossible_size(std::uint64_t size, std::uint64_t input, Codec c) {
-  return make_error(Errc::codec_failed,
-                    std::string(codec_name(c)) + " frame declares " + std::to_string(size) + " bytes, more than " +
-                        std::to_string(input) + " bytes of " + std::string(codec_name(c)) +
-                        " can make (at most " + std::to_string(most_output(c, input)) + ")");
-}
+// What a frame can hold (lz4 255:1, snappy 64:3, zstd 128 KiB per 4 bytes)
+// is core/wire/detail/codec_bounds.h, shared with the streaming decoder.
 
 // ---- per-thread codec state -----------------------------------------------------
 // zstd contexts are made once per thread and reused: making one costs its

@@ -18,6 +18,9 @@ under /usr/bin/python3. The seeds:
   msgpack     frame 0 and every sub-header of those messages
   codec       the compressed frames of those messages, and buffers that
               Dask's own compressors packed, behind the codec selector byte
+  stream_codec  their lz4 and zstd frames, and larger ones of Dask's
+              compressors (an array's random walk, offsets far back), behind
+              fuzz_stream_codec's control byte
   pickle      CPython's pickles of the pickle oracle corpus
               (tests/e2e/test_pickle_oracle.py) at protocols 0-5 and 5 with
               out-of-band buffers, the pickles inside the Dask messages, and
@@ -434,6 +437,23 @@ def main():
                 continue
             c.add("codec", "dask-%s-%d" % (codec, k), bytes([idx | (4 if k % 2 else 0)]) + packed)
     c.add("codec", "zlib-raw-deflate", bytes([3]) + zlib.compress(b"hello" * 50)[2:-4])
+
+    # The lz4 and zstd frames again for the decoder in pieces, behind its
+    # control byte (bit 0 the codec, bits 1-2 the window size, bits 3-7 the
+    # piece sizes), with larger samples: a rounded random walk of float64
+    # (array frames), a random block repeated (offsets far back).
+    stream_ids = {"lz4": 0, "zstd": 1}
+    for k, (name, codec, data) in enumerate(parts_codec):
+        if codec in stream_ids:
+            c.add("stream_codec", name, bytes([stream_ids[codec] | ((k * 6) & 0xFE)]) + data)
+    walk = np.round(np.cumsum(np.random.default_rng(3).normal(size=8000)), 2).astype("<f8").tobytes()
+    far = np.random.default_rng(4).bytes(30000)
+    for codec, idx in stream_ids.items():
+        compress = compressions[codec]["compress"]
+        for k, s in enumerate(samples + [walk, far + far, bytes(range(256)) * 300]):
+            packed = compress(s)
+            for ctl in (idx, idx | 0x02 | 0x18, idx | 0x06 | 0x08):
+                c.add("stream_codec", "dask-%s-%d-%02x" % (codec, k, ctl), bytes([ctl]) + packed)
 
     # Pickles.
     for name, data, bufs in parts_pickle:
