@@ -8,6 +8,7 @@
 // and at exit. --capture writes both legs of every session as pcapng
 // (formats/pcapng_writer.h), committed at exit.
 #include <signal.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -18,6 +19,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "core/base/line_log.h"
 #include "core/bridge/bridge.h"
 #include "core/caps/endpoint.h"
 #include "core/net/loop.h"
@@ -43,6 +45,7 @@ struct BridgeArgs {
   unsigned threads = 0;
   std::uint64_t max_inflight_bytes = std::uint64_t{256} << 20;
   std::size_t max_output_bytes = std::size_t{8} << 20;
+  std::uint64_t cut_through_bytes = std::uint64_t{1} << 20;
   int zstd_level = 3;
   std::string dask_release = "2022.12";
   net::TlsServerOptions listen_tls;
@@ -72,16 +75,17 @@ std::string stats_line(const bridge::BridgeStats& s) {
          std::to_string(s.passed) + ", recoded " + std::to_string(s.recoded) + " (frames recompressed " +
          std::to_string(s.frames_recompressed) + ", pickles recoded " + std::to_string(s.pickles_recoded) +
          ", buffers inlined " + std::to_string(s.buffers_inlined) + ", arrays converted " +
-         std::to_string(s.arrays_converted) + "); errors " + std::to_string(s.errors);
+         std::to_string(s.arrays_converted) + "); cut through " + std::to_string(s.cut_through) + "; errors " +
+         std::to_string(s.errors);
 }
 
-// Log lines to stdout; every message to the capture when there is one.
+// Log lines to stdout (by a thread of their own: a reader who stops
+// reading never stalls the loop); every message to the capture when there
+// is one.
 class Observer final : public bridge::BridgeObserver {
  public:
-  explicit Observer(formats::PcapngWriter* capture) : capture_(capture) {}
-  void on_log(const std::string& line) override {
-    std::cout << line << '\n' << std::flush;
-  }
+  Observer(LineLog& log, formats::PcapngWriter* capture) : log_(log), capture_(capture) {}
+  void on_log(const std::string& line) override { log_.write(line); }
   bool wants_messages() const override { return capture_ != nullptr; }
   void on_session(std::uint64_t session, const std::string& client, const std::string& listen,
                   const std::string& local, const std::string& upstream) override {
@@ -155,6 +159,7 @@ class Observer final : public bridge::BridgeObserver {
     failed_ = true;
     print_error_line("--capture: " + e.message() + " (capture stopped)");
   }
+  LineLog& log_;
   formats::PcapngWriter* capture_;
   std::map<std::uint64_t, Flows> flows_;
   std::map<std::uint64_t, std::vector<Early>> early_;
@@ -209,6 +214,7 @@ int run_bridge(BridgeArgs a) {
   o.engine.threads = a.threads;
   o.engine.max_inflight_bytes = a.max_inflight_bytes;
   o.max_output_bytes = a.max_output_bytes;
+  o.cut_through_bytes = a.cut_through_bytes;
   o.handshake_timeout = std::chrono::milliseconds(static_cast<long long>(a.handshake_timeout_s * 1000));
   o.shutdown_grace = std::chrono::milliseconds(static_cast<long long>(a.shutdown_grace_s * 1000));
 
@@ -221,7 +227,8 @@ int run_bridge(BridgeArgs a) {
 
   auto loop = net::Loop::create();
   if (!loop) return report_error("", loop.error());
-  Observer observer(capture.get());
+  LineLog log(STDOUT_FILENO);
+  Observer observer(log, capture.get());
   auto b = bridge::Bridge::start(**loop, o, observer);
   if (!b) return report_error(a.listen, b.error());
   std::cout << "listening on " << (*b)->address().to_string() << '\n' << std::flush;
@@ -241,7 +248,7 @@ int run_bridge(BridgeArgs a) {
   if (a.stats_interval_s > 0) {
     const auto every = std::chrono::milliseconds(static_cast<long long>(a.stats_interval_s * 1000));
     tick = [&] {
-      std::cout << stats_line(bp->stats()) << '\n' << std::flush;
+      log.write(stats_line(bp->stats()));
       stats_timer = (*loop)->add_timer(every, tick);
     };
     stats_timer = (*loop)->add_timer(every, tick);
@@ -249,7 +256,7 @@ int run_bridge(BridgeArgs a) {
 
   auto st = (*loop)->run();
   (*loop)->cancel_timer(stats_timer);
-  std::cout << stats_line(bp->stats()) << '\n' << std::flush;
+  log.write(stats_line(bp->stats()));
   b->reset();
   if (!st) return report_error("", st.error());
   if (capture) {
@@ -294,6 +301,9 @@ void add_bridge(CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", a->threads, "recoding threads (default: all cores)");
   cmd->add_option("--max-inflight-bytes", a->max_inflight_bytes,
                   "wire bytes being recoded at once, all sessions together")
+      ->capture_default_str();
+  cmd->add_option("--cut-through-bytes", a->cut_through_bytes,
+                  "messages from this size on are forwarded as they arrive when only codecs change (0: never)")
       ->capture_default_str();
   cmd->add_option("--max-output-bytes", a->max_output_bytes,
                   "a side's unsent bytes before its sender is no longer read")

@@ -24,7 +24,9 @@
 //                          layout_cpu;
 //     toward the upstream  codec: the upstream's advertised codec, or none;
 //                          pickle protocol down to the upstream's.
-//   Messages that need nothing pass with their frames untouched. Both
+//   Messages that need nothing pass with their frames untouched. Large
+//   messages whose codecs alone change (or nothing) are cut through: sent
+//   on as they arrive, not held whole (core/bridge/detail/session.h). Both
 //   framings are read (2022.12's full first length, 2023.11+'s short one);
 //   the full length is always written.
 //
@@ -91,6 +93,11 @@ struct BridgeOptions {
   /// Messages up to this size are recoded on the loop thread (no hand-off).
   std::uint64_t inline_bytes = std::uint64_t{64} << 10;
 
+  /// Messages from this size on are cut through when only codecs change
+  /// (core/bridge/detail/session.h); 0: never. Off while a capture is
+  /// written (it records whole messages).
+  std::uint64_t cut_through_bytes = std::uint64_t{1} << 20;
+
   /// A side's output queue is full at this size (back-pressure).
   std::size_t max_output_bytes = std::size_t{8} << 20;
   /// Connect, TLS and the Dask handshake of both sides must finish within it.
@@ -111,6 +118,7 @@ struct BridgeStats {
   std::uint64_t bytes[2][2] = {};      // wire bytes, [Leg][Flow]
   std::uint64_t passed = 0;            // messages forwarded untouched
   std::uint64_t recoded = 0;           // messages that changed
+  std::uint64_t cut_through = 0;       // of those two, messages forwarded as they arrived
   std::uint64_t frames_recompressed = 0;
   std::uint64_t pickles_recoded = 0;
   std::uint64_t buffers_inlined = 0;

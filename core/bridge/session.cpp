@@ -102,7 +102,13 @@ void Session::Side::on_read_eof(net::Connection&) {
   session.start_closing();
 }
 
-void Session::Side::on_drained(net::Connection&) { session.update_reading(session.other(*this)); }
+void Session::Side::on_drained(net::Connection&) {
+  Side& sender = session.other(*this);
+  if (sender.cut_rest)
+    session.process(sender);  // a message cut through waited for room here
+  else
+    session.update_reading(sender);
+}
 
 void Session::Side::on_closed(net::Connection&, const Status& why) { session.on_side_closed(*this, why); }
 
@@ -123,19 +129,44 @@ void Session::update_reading(Side& s) {
 }
 
 void Session::process(Side& s) {
+  // A delivery can lead here again while this side is being processed: the
+  // running call goes round once more instead.
+  if (s.processing) {
+    s.again = true;
+    return;
+  }
+  s.processing = true;
+  do {
+    s.again = false;
+    process_messages(s);
+  } while (s.again && state_ != State::done);
+  s.processing = false;
+  if (s.in.at_boundary()) s.in.release_idle();
+  update_reading(s);
+  bridge_.drain_engine();
+}
+
+void Session::process_messages(Side& s) {
   while (state_ != State::done && (state_ != State::closing || s.finish_one)) {
+    if (s.cut) {
+      if (!pump_cut(s)) break;
+      continue;
+    }
     if (s.pending) {
       if (!submit(s, *s.pending)) break;
       s.pending.reset();
       continue;
     }
-    if (s.handshake && state_ != State::open) break;  // later messages wait for the other handshake
+    if (s.handshake && state_ != State::open && !s.finish_one) break;  // later messages wait for the other handshake
     auto m = s.in.next();
     if (!m) {
       fail(std::string(name(s)) + " sent bytes that are not a Dask message: " + m.error().message());
       return;
     }
-    if (!*m) break;
+    if (!*m) {
+      if (start_cut(s)) continue;
+      break;
+    }
     AssembledMessage& msg = **m;
     ++s.read_index;
     BridgeStats& st = bridge_.stats_;
@@ -171,9 +202,126 @@ void Session::process(Side& s) {
     }
     if (last) break;
   }
-  if (s.in.at_boundary()) s.in.release_idle();
-  update_reading(s);
-  bridge_.drain_engine();
+}
+
+// ---- cut-through -----------------------------------------------------------------
+
+bool Session::start_cut(Side& s) {
+  const BridgeOptions& o = bridge_.options_;
+  if (o.cut_through_bytes == 0 || bridge_.observer_.wants_messages()) return false;
+  if (!s.handshake || s.stream == 0 || s.pending || s.in_flight > 0) return false;
+  if (state_ != State::open && !(state_ == State::closing && s.finish_one)) return false;
+  Side& to = other(s);
+  if (!to.conn || to.closed) return false;
+  auto p = s.in.partial();
+  if (!p || p->wire_size < o.cut_through_bytes || p->offset == s.cut_declined_at) return false;
+  if (p->offset == s.cut_wait_at && p->have.size() < s.cut_wait) return false;
+  auto verdict = plan_cut_through(p->offset, p->lengths, p->have, s.for_other);
+  if (!verdict) {
+    fail("message " + std::to_string(s.read_index) + " from the " + name(s) + " cannot be recoded for the " +
+         name(to) + ": " + verdict.error().message());
+    return false;
+  }
+  if (const auto* wait = std::get_if<CutWait>(&*verdict)) {
+    s.cut_wait_at = p->offset;
+    s.cut_wait = wait->bytes;
+    return false;
+  }
+  if (std::holds_alternative<CutNo>(*verdict)) {
+    s.cut_declined_at = p->offset;
+    return false;
+  }
+  ++s.read_index;
+  ++s.in_flight;
+  BridgeStats& st = bridge_.stats_;
+  ++st.messages[static_cast<int>(s.leg)][static_cast<int>(Flow::to_bridge)];
+  st.bytes[static_cast<int>(s.leg)][static_cast<int>(Flow::to_bridge)] += p->wire_size;
+  s.cut = std::make_unique<CutThrough>(std::move(std::get<CutPlan>(*verdict)));
+  std::vector<Bytes> first = s.cut->begin();
+  send_pieces(to, first);
+  s.in.stream_rest();
+  return true;
+}
+
+// Forwards what arrived of the message being cut through; true once it is
+// all out. Input goes to the plan in slices, and stops while the receiver's
+// queue is full (a decoded slice can be 255 times its size): what is left
+// of a piece waits in cut_rest until the receiver drains.
+bool Session::pump_cut(Side& s) {
+  constexpr std::size_t kSlice = std::size_t{64} << 10;
+  Side& to = other(s);
+  std::vector<Bytes> out;
+  for (;;) {
+    Bytes piece;
+    if (s.cut_rest) {
+      piece = std::move(*s.cut_rest);
+      s.cut_rest.reset();
+    } else if (auto p = s.in.next_piece()) {
+      piece = std::move(*p);
+    } else {
+      break;
+    }
+    for (std::size_t at = 0; at < piece.size();) {
+      if (to.conn && !to.closed && to.conn->output_full()) {
+        s.cut_rest = piece.slice(at, piece.size() - at);
+        return false;
+      }
+      const std::size_t k = std::min(kSlice, piece.size() - at);
+      if (auto st = s.cut->feed(piece.slice(at, k), out); !st) {
+        send_pieces(to, out);
+        abort_cut(s, "its data cannot be decoded: " + st.error().message());
+        fail("message " + std::to_string(s.read_index) + " from the " + name(s) + " broke off: " +
+             st.error().message());
+        return false;
+      }
+      send_pieces(to, out);
+      at += k;
+    }
+  }
+  if (!s.cut->done()) return false;
+  BridgeStats& st = bridge_.stats_;
+  ++st.messages[static_cast<int>(to.leg)][static_cast<int>(Flow::from_bridge)];
+  ++st.cut_through;
+  if (s.cut->changed())
+    ++st.recoded;
+  else
+    ++st.passed;
+  s.cut.reset();
+  if (s.in_flight > 0) --s.in_flight;
+  if (state_ == State::closing) {
+    s.finish_one = false;
+    maybe_close();
+    return false;
+  }
+  return true;
+}
+
+// The message being cut through ends in the middle: its receiver holds part
+// of it and is closed.
+void Session::abort_cut(Side& s, const std::string& why) {
+  if (!s.cut) return;
+  Side& to = other(s);
+  log(std::string(name(s)) + "'s message of " + std::to_string(s.cut->in_bytes()) + " bytes, forwarded as it came, "
+      "broke off (" + why + "): the " + name(to) + " got part of it and is closed");
+  s.cut.reset();
+  s.cut_rest.reset();
+  if (s.in_flight > 0) --s.in_flight;
+  s.finish_one = false;
+  if (to.conn && !to.closed) to.conn->close();
+}
+
+void Session::send_pieces(Side& to, std::vector<Bytes>& pieces) {
+  if (!to.conn || to.closed) {
+    pieces.clear();
+    return;
+  }
+  std::uint64_t size = 0;
+  for (Bytes& b : pieces) {
+    size += b.size();
+    to.conn->send(std::move(b));
+  }
+  pieces.clear();
+  bridge_.stats_.bytes[static_cast<int>(to.leg)][static_cast<int>(Flow::from_bridge)] += size;
 }
 
 bool Session::submit(Side& s, RecodeEngine::Input& in) {
@@ -262,6 +410,8 @@ void Session::open_streams() {
   const int upstream_pickle = static_cast<int>(upstream_.handshake->pickle_protocol.value_or(5));
   if (upstream_pickle < 5) tu.pickle_protocol = std::max(0, upstream_pickle);
 
+  upstream_.for_other = tc;
+  client_.for_other = tu;
   upstream_.stream = bridge_.engine_->open_stream(to_client);
   client_.stream = bridge_.engine_->open_stream(to_upstream);
   bridge_.by_stream_[upstream_.stream] = this;
@@ -353,6 +503,8 @@ void Session::start_closing() {
       s->pending.reset();
       if (s->in_flight > 0) --s->in_flight;
     }
+    // A message being cut through that will not be read to its end.
+    if (s->cut && !s->finish_one) abort_cut(*s, "the session is closing");
     if (s->conn && !s->closed && !s->finish_one) s->conn->pause_reading();
   }
   maybe_close();
@@ -368,6 +520,12 @@ void Session::maybe_close() {
 void Session::note_partial(Side& s, const std::string& why) {
   if (s.in.at_boundary() || s.noted_partial) return;
   s.noted_partial = true;
+  if (s.cut) {
+    log(std::string(name(s)) + " closed in the middle of a message (" + std::to_string(s.in.buffered()) + " of its " +
+        std::to_string(s.cut->in_bytes()) + " bytes came" + (why.empty() ? "" : ": " + why) + ")");
+    abort_cut(s, std::string(name(s)) + " closed");
+    return;
+  }
   log(std::string(name(s)) + " closed in the middle of a message (" + std::to_string(s.in.buffered()) +
       " bytes of it dropped, nothing of it sent on)" + (why.empty() ? "" : ": " + why));
 }
@@ -375,7 +533,9 @@ void Session::note_partial(Side& s, const std::string& why) {
 void Session::on_side_closed(Side& s, const Status& why) {
   s.closed = true;
   s.finish_one = false;
+  if (other(s).cut) abort_cut(other(s), std::string(name(s)) + " closed");
   if (!why) note_partial(s, why.error().message());
+  if (s.cut) abort_cut(s, std::string(name(s)) + " closed");
   if (!why && !failed_ && state_ != State::closing)
     log(std::string(name(s)) + " " + s.peer + ": " + why.error().message());
   if (state_ != State::closing && state_ != State::done) start_closing();

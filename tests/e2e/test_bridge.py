@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -125,6 +126,22 @@ class BridgeMakesMismatchedClientsWork:
     def test_a_cpu_only_client_gathering_a_cupy_result(self):
         through = self.check_fails_directly_and_works_through_the_bridge("cpu", "No module named 'cupy'")
         self.assertEqual(through["type"], "numpy.ndarray")
+
+    def test_a_client_without_lz4_gets_the_result_decoded_as_it_arrives(self):
+        # Without --capture or --layout, and with a low --cut-through-bytes,
+        # the scheduler's relayed lz4 reply is decoded while it arrives.
+        bridge = BridgeProcess("--listen", "tcp://127.0.0.1:0", "--upstream", self.sched.address,
+                               "--cut-through-bytes", "65536")
+        try:
+            through = run_client(self.dask, "nolz4", bridge.address)
+            self.assertTrue(through["ok"], f"nolz4 through the bridge: {through}\n{bridge.stderr()}")
+            self.assertEqual((through["len"], through["sum"]), (N, EXPECTED_SUM))
+            rc, out = bridge.stop()
+            self.assertEqual(rc, 0, out)
+            cut = re.search(r"cut through (\d+)", out)
+            self.assertTrue(cut and int(cut.group(1)) >= 1, out)
+        finally:
+            bridge.close()
 
     def test_zz_sigterm_exits_0_and_the_capture_shows_each_leg(self):
         # Runs last (name order): it stops the bridge.

@@ -47,10 +47,16 @@ DASK_CAPS = os.environ.get("DASK_CAPS") or os.path.join(HERE, "..", "..", "build
 MiB = 1 << 20
 
 
+def rss_bound_kib(kib: int) -> int:
+    """An RSS bound, loosened under AddressSanitizer, whose quarantine keeps
+    up to 256 MiB of freed blocks (a measure of ASan, not of the bridge)."""
+    return kib + 320 * 1024 if os.environ.get("DASKCAPS_SANITIZED") == "1" else kib
+
+
 class Proc:
     """A dask-caps command that prints 'listening on ADDRESS' first."""
 
-    def __init__(self, *args: str):
+    def __init__(self, *args: str, read_output: bool = True):
         self.err = tempfile.NamedTemporaryFile(prefix="daskcaps-load-", suffix=".log", delete=False)
         self.proc = subprocess.Popen([DASK_CAPS, *args], stdout=subprocess.PIPE, stderr=self.err, text=True,
                                      start_new_session=True)
@@ -61,7 +67,8 @@ class Proc:
         self.address = first.split()[-1]
         self.out: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
+        if read_output:
+            self.reader.start()
 
     def _read(self):
         for line in self.proc.stdout:
@@ -85,14 +92,17 @@ class Proc:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
-        self.reader.join(timeout=10)
+        if self.reader.is_alive():
+            if self.reader.is_alive():
+                self.reader.join(timeout=10)
         return self.proc.returncode
 
     def kill(self):
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
-        self.reader.join(timeout=10)
+        if self.reader.is_alive():
+            self.reader.join(timeout=10)
         self.proc.stdout.close()
         self.err.close()
         os.unlink(self.err.name)
@@ -236,8 +246,11 @@ class BridgeUnderLoad(unittest.TestCase):
         want = [hashlib.sha256(p).hexdigest() for p in payloads]
         got = asyncio.run(echo_big(self.bridge.address, payloads))
         self.assertEqual(got, want)
-        # It holds the messages it relays (within the engine's bound), never the transfer.
-        self.assertLess(self.bridge.rss_peak_kib(), 600 * 1024)
+        # Messages this large are forwarded as they arrive (cut through): the
+        # bridge holds neither the transfer nor a whole message.
+        peak = self.bridge.rss_peak_kib()
+        print(f"bridge peak RSS after 1 GiB in 48 MiB messages: {peak} KiB", file=sys.stderr)
+        self.assertLess(peak, rss_bound_kib(128 * 1024))
 
     def test_one_message_of_256_mib(self):
         up = MisbehavingUpstream()
@@ -245,8 +258,9 @@ class BridgeUnderLoad(unittest.TestCase):
         try:
             one = [os.urandom(1 << 16) * (256 * MiB >> 16)]
             self.assertEqual(asyncio.run(echo_big(bridge.address, one)), [hashlib.sha256(one[0]).hexdigest()])
-            # A message is relayed whole: the bridge holds it (each way), not more.
-            self.assertLess(bridge.rss_peak_kib(), 700 * 1024)
+            peak = bridge.rss_peak_kib()
+            print(f"bridge peak RSS for one 256 MiB message each way: {peak} KiB", file=sys.stderr)
+            self.assertLess(peak, rss_bound_kib(128 * 1024))
         finally:
             bridge.kill()
             up.close()
@@ -302,6 +316,26 @@ class BridgeUnderLoad(unittest.TestCase):
 
 
 class BridgeFaults(unittest.TestCase):
+    def test_a_log_nobody_reads_stalls_nothing(self):
+        serve = Proc("serve", "--listen", "tcp://127.0.0.2:0")
+        bridge = Proc("bridge", "--listen", "tcp://127.0.0.1:0", "--upstream", serve.address, read_output=False)
+        try:
+            # Each session logs a line of about 250 bytes: 600 of them are
+            # more than the pipe holds, and nobody reads it.
+            for _ in range(600):
+                s = socket.create_connection(host_port(bridge.address), timeout=20)
+                read_message(s)
+                s.sendall(handshake())
+                s.close()
+            s = socket.create_connection(host_port(bridge.address), timeout=20)
+            read_message(s)
+            s.sendall(handshake() + dask_message({"op": "echo", "reply": True, "data": "alive"}))
+            self.assertEqual(msgpack.loads(read_message(s)[0], strict_map_key=False), "alive")
+            s.close()
+        finally:
+            bridge.kill()
+            serve.kill()
+
     def test_an_upstream_that_dies_mid_reply_gives_the_client_a_clean_close(self):
         up = MisbehavingUpstream()
         bridge = Proc("bridge", "--listen", "tcp://127.0.0.1:0", "--upstream", up.address)

@@ -11,6 +11,17 @@
 //   closing            one side ended (or shutdown): no more reading; what
 //                      is in flight is delivered, then both sides close
 //   done               both connections closed; the bridge destroys it
+//
+// Cut-through (core/recode/cut_through.h): a message of at least
+// BridgeOptions::cut_through_bytes, read while nothing else of its side is
+// in flight, is planned as it arrives; once the plan allows it, the new
+// prelude and head go out and the rest is forwarded (or decoded) as each
+// read brings it, instead of the whole message being held first. It counts
+// as in flight until its last byte is out. When its sender or its receiver
+// goes away in the middle, or its data turns out corrupt, the receiver
+// holds part of a message: its connection is closed (with a log line),
+// which a Dask peer sees as a closed comm, as for any connection lost in
+// the middle of a message.
 // Everything runs on the loop thread.
 #pragma once
 
@@ -21,6 +32,7 @@
 
 #include "core/bridge/bridge.h"
 #include "core/net/connection.h"
+#include "core/recode/cut_through.h"
 #include "core/recode/engine.h"
 #include "core/wire/assembler.h"
 #include "core/wire/handshake.h"
@@ -60,6 +72,14 @@ class Session {
     MessageAssembler in;
     std::optional<Handshake> handshake;
     RecodeEngine::StreamId stream = 0;  // recodes what this side sends, for the other
+    TranscodeOptions for_other;          // that stream's options (cut-through plans)
+    std::unique_ptr<CutThrough> cut;     // the message of this side being cut through
+    std::optional<Bytes> cut_rest;       // what of its last piece waits for the receiver's room
+    std::uint64_t cut_wait_at = ~std::uint64_t{0};     // message (offset) the plan waits on ...
+    std::uint64_t cut_wait = 0;                        // ... for this many of its bytes
+    std::uint64_t cut_declined_at = ~std::uint64_t{0};  // message (offset) that takes the whole path
+    bool processing = false;  // process() is running for this side
+    bool again = false;       // ... and was asked to run again
     std::optional<RecodeEngine::Input> pending;  // the engine had no room for it
     std::uint64_t in_flight = 0;  // messages of this side submitted and not yet sent on
     std::uint64_t read_index = 0;  // messages read from this side, handshake included
@@ -75,6 +95,11 @@ class Session {
   Side& other(Side& s) { return s.leg == Leg::client ? upstream_ : client_; }
   const char* name(const Side& s) const { return s.leg == Leg::client ? "client" : "upstream"; }
   void process(Side& s);
+  void process_messages(Side& s);
+  bool start_cut(Side& s);
+  bool pump_cut(Side& s);
+  void abort_cut(Side& s, const std::string& why);
+  void send_pieces(Side& to, std::vector<Bytes>& pieces);
   bool take_handshake(Side& s, AssembledMessage&& m);
   void open_streams();
   bool submit(Side& s, RecodeEngine::Input& in);
