@@ -222,7 +222,7 @@ Status PcapngWriter::packet(Flow& f, int from, std::uint8_t flags, ByteSpan payl
   put16be(p, 65535);
   put16be(p, 0);  // checksum, below
   put16be(p, 0);
-  p.insert(p.end(), payload.begin(), payload.end());
+  append_bytes(p, payload.data(), payload.size());
   // TCP checksum over the pseudo header, the header and the payload.
   Checksum c;
   Buffer pseudo;
@@ -265,7 +265,7 @@ Status PcapngWriter::packet(Flow& f, int from, std::uint8_t flags, ByteSpan payl
   ByteWriter tw(tail);
   tw.u32_le(block);
   pending_.insert(pending_.end(), head.begin(), head.end());
-  pending_.insert(pending_.end(), p.begin(), p.end());
+  append_bytes(pending_, p.data(), p.size());
   pending_.insert(pending_.end(), tail.begin(), tail.end());
   ++packets_;
   return pending_.size() >= kFlushBytes ? flush() : Status{};

@@ -24,7 +24,7 @@ class ByteWriter {
   void u16_le(std::uint16_t v) { put_le(v); }
   void u32_le(std::uint32_t v) { put_le(v); }
   void u64_le(std::uint64_t v) { put_le(v); }
-  void bytes(ByteSpan b) { out_.insert(out_.end(), b.begin(), b.end()); }
+  void bytes(ByteSpan b) { append_bytes(out_, b.data(), b.size()); }
   void chars(std::string_view s) { bytes(as_bytes(s)); }
   /// Overwrites 8 bytes at `at` (for lengths known only after the body).
   void patch_u64_le(std::size_t at, std::uint64_t v) {

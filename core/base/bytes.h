@@ -72,6 +72,16 @@ inline void reserve_bytes(Buffer& b, std::size_t n) {
   b.swap(bigger);
 }
 
+/// Appends `data` to `b` with one memcpy, growing it geometrically with
+/// reserve_bytes() (Buffer's insert() copies byte by byte, about 1 GB/s).
+inline void append_bytes(Buffer& b, const std::uint8_t* data, std::size_t n) {
+  if (n == 0) return;
+  const std::size_t at = b.size();
+  if (at + n > b.capacity()) reserve_bytes(b, std::max(at + n, b.capacity() * 2));
+  b.resize(at + n);
+  std::memcpy(b.data() + at, data, n);
+}
+
 inline ByteSpan as_bytes(std::string_view s) {
   return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
 }

@@ -108,7 +108,7 @@ void ServerSession::wrote(std::size_t n) {
   }
 }
 
-void ServerSession::send(const Buffer& message) { out_.insert(out_.end(), message.begin(), message.end()); }
+void ServerSession::send(const Buffer& message) { append_bytes(out_, message.data(), message.size()); }
 
 Status ServerSession::received(ByteSpan data) {
   if (closing_) return ok_status();  // after close: ignore the rest
