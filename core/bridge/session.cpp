@@ -216,7 +216,12 @@ bool Session::start_cut(Side& s) {
   auto p = s.in.partial();
   if (!p || p->wire_size < o.cut_through_bytes || p->offset == s.cut_declined_at) return false;
   if (p->offset == s.cut_wait_at && p->have.size() < s.cut_wait) return false;
-  auto verdict = plan_cut_through(p->offset, p->lengths, p->have, s.for_other);
+  // Decoded output in windows of 448 KiB (with lz4's 64 KiB of history, 512
+  // KiB): below glibc's mmap threshold, so windows come from the heap and are
+  // reused, not mapped and faulted in afresh for every one.
+  FrameStreamDecoder::Options windows;
+  windows.piece_bytes = std::size_t{448} << 10;
+  auto verdict = plan_cut_through(p->offset, p->lengths, p->have, s.for_other, windows);
   if (!verdict) {
     fail("message " + std::to_string(s.read_index) + " from the " + name(s) + " cannot be recoded for the " +
          name(to) + ": " + verdict.error().message());
