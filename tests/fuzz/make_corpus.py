@@ -21,6 +21,8 @@ under /usr/bin/python3. The seeds:
   stream_codec  their lz4 and zstd frames, and larger ones of Dask's
               compressors (an array's random walk, offsets far back), behind
               fuzz_stream_codec's control byte
+  cut_through every message of those streams, behind fuzz_cut_through's 2
+              control bytes (piece sizes, receiver)
   pickle      CPython's pickles of the pickle oracle corpus
               (tests/e2e/test_pickle_oracle.py) at protocols 0-5 and 5 with
               out-of-band buffers, the pickles inside the Dask messages, and
@@ -415,6 +417,9 @@ def main():
                     parts_codec.append(("%s-%d-%s" % (name, k, part[1]), part[1], part[2]))
                 else:
                     parts_pickle.append(("%s-%d" % (name, k), part[1], part[2]))
+        # Each message again for the cut-through path, one receiver each.
+        for k, frames in enumerate(msgs):
+            c.add("cut_through", "msg-%s-%d" % (name, k), bytes([(i + k) & 0xFF, (i + k) & 3]) + frame(frames))
         # The client stream fed to fuzz_rpc's server side (and its client side).
         c.add("rpc", "client-stream-" + name, bytes([i & 0xFF, 0]) + data[:8192])
     for name, data in parts_msgpack:
