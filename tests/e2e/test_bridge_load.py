@@ -84,6 +84,15 @@ class Proc:
     def log(self) -> str:
         return "".join(self.out)
 
+    def wait_log(self, text: str, timeout: float = 20) -> str:
+        """The log once it holds `text` (log lines are written by a thread of
+        the bridge's own, a little after the event), or as it is at the
+        deadline."""
+        deadline = time.monotonic() + timeout
+        while text not in self.log() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.log()
+
     def stop(self, sig=signal.SIGTERM, timeout=60) -> int:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, sig)
@@ -310,9 +319,10 @@ class BridgeUnderLoad(unittest.TestCase):
         self.assertEqual(reply, "still here")
         for s in (good, bad, nohs):
             s.close()
-        log = self.bridge.log()
-        self.assertIn("sent bytes that are not a Dask message", log)
-        self.assertIn("first message is not a Dask handshake", log)
+        self.assertIn("sent bytes that are not a Dask message",
+                      self.bridge.wait_log("sent bytes that are not a Dask message"))
+        self.assertIn("first message is not a Dask handshake",
+                      self.bridge.wait_log("first message is not a Dask handshake"))
 
 
 class BridgeFaults(unittest.TestCase):
@@ -358,7 +368,8 @@ class BridgeFaults(unittest.TestCase):
                 await comm.close()
                 return out
             self.assertEqual(asyncio.run(again()), "after")
-            self.assertIn("upstream closed in the middle of a message", bridge.log())
+            self.assertIn("upstream closed in the middle of a message",
+                          bridge.wait_log("upstream closed in the middle of a message"))
         finally:
             bridge.kill()
             up.close()
@@ -373,10 +384,8 @@ class BridgeFaults(unittest.TestCase):
             s.sendall(handshake() + big[: len(big) // 3])
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             s.close()
-            deadline = time.monotonic() + 20
-            while "client closed in the middle of a message" not in bridge.log() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            self.assertIn("client closed in the middle of a message", bridge.log())
+            self.assertIn("client closed in the middle of a message",
+                          bridge.wait_log("client closed in the middle of a message"))
             self.assertIsNone(bridge.proc.poll())
             async def again():
                 comm = await connect(bridge.address)
