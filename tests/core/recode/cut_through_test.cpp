@@ -10,6 +10,7 @@
 #include "core/wire/frames.h"
 #include "core/wire/message.h"
 #include "support/dask_builder.h"
+#include "support/test_bytes.h"
 
 using namespace daskcaps;
 using namespace testsupport;
@@ -29,13 +30,6 @@ Buffer walk(std::size_t n, std::uint32_t seed) {
     if (rng() % 4 == 0) v = static_cast<std::uint8_t>(v + static_cast<int>(rng() % 5) - 2);
     x = v;
   }
-  return b;
-}
-
-Buffer random_bytes(std::size_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  Buffer b(n);
-  for (auto& x : b) x = static_cast<std::uint8_t>(rng());
   return b;
 }
 

@@ -12,6 +12,7 @@
 #include "support/dask_builder.h"
 #include "support/example_streams.h"
 #include "support/pickle_builder.h"
+#include "support/test_bytes.h"
 
 using namespace daskcaps;
 using namespace testsupport;
@@ -22,13 +23,6 @@ namespace {
 Buffer compressible(std::size_t n) {
   Buffer b(n);
   for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<std::uint8_t>(i / 64);
-  return b;
-}
-
-Buffer random_bytes(std::size_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  Buffer b(n);
-  for (auto& x : b) x = static_cast<std::uint8_t>(rng());
   return b;
 }
 

@@ -7,18 +7,15 @@
 #include <algorithm>
 #include <random>
 
+#include "support/test_bytes.h"
+
 using namespace daskcaps;
+using testsupport::random_bytes;
 
 namespace {
 Buffer compressible(std::size_t n) {
   Buffer b(n);
   for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<std::uint8_t>((i / 64) % 7);
-  return b;
-}
-Buffer noise(std::size_t n) {
-  std::mt19937 rng(42);
-  Buffer b(n);
-  for (auto& c : b) c = static_cast<std::uint8_t>(rng());
   return b;
 }
 }  // namespace
@@ -116,7 +113,7 @@ TEST_CASE("codec: corrupt and truncated frames are codec_failed") {
       CHECK(r.error().code == Errc::codec_failed);
     }
   }
-  Buffer junk = noise(100);
+  Buffer junk = random_bytes(100);
   for (Codec c : {Codec::zstd, Codec::zlib}) CHECK(!decompress(c, junk, 1 << 20));
 }
 
@@ -151,7 +148,7 @@ TEST_CASE("codec: maybe_compress follows Dask's rules") {
   auto good = maybe_compress(Codec::lz4, compressible(10000));
   REQUIRE(good);
   CHECK(good->compressed);
-  auto random = maybe_compress(Codec::zstd, noise(100000));
+  auto random = maybe_compress(Codec::zstd, random_bytes(100000));
   REQUIRE(random);
   CHECK(!random->compressed);  // the sample does not shrink to 0.9
   auto none = maybe_compress(Codec::none, compressible(100000));
@@ -159,7 +156,7 @@ TEST_CASE("codec: maybe_compress follows Dask's rules") {
   MaybeCompressRules strict = maybe_compress_rules_for("newest");
   CHECK(strict.ratio == doctest::Approx(0.7));
   // Half random, half zeros: ~0.5 with zlib passes 0.9 and 0.7.
-  Buffer half = noise(40000);
+  Buffer half = random_bytes(40000);
   half.resize(80000, 0);
   CHECK(maybe_compress(Codec::zlib, half, strict)->compressed);
   // Deterministic: the same input gives the same output.
@@ -290,7 +287,7 @@ TEST_CASE("codec: zlib output grows with the stream, up to the limit") {
 TEST_CASE("codec: compressed frames hold no slack larger than themselves") {
   for (Codec c : kAllCodecs) {
     CAPTURE(codec_name(c));
-    for (const Buffer& in : {compressible(1 << 20), noise(1 << 20), Buffer(1 << 20, 0)}) {
+    for (const Buffer& in : {compressible(1 << 20), random_bytes(1 << 20), Buffer(1 << 20, 0)}) {
       auto z = compress(c, in);
       REQUIRE(z);
       CHECK(z->capacity() <= 2 * z->size());

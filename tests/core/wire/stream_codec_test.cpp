@@ -12,26 +12,21 @@
 
 #include "core/wire/codec.h"
 #include "support/net_support.h"
+#include "support/test_bytes.h"
 
 using namespace daskcaps;
+using testsupport::random_bytes;
 
 namespace {
 
 // ---- inputs -----------------------------------------------------------------
-
-Buffer noise(std::size_t n, std::uint32_t seed = 42) {
-  std::mt19937 rng(seed);
-  Buffer b(n);
-  for (auto& c : b) c = static_cast<std::uint8_t>(rng());
-  return b;
-}
 
 // Runs (offset 1), a repeated 7-byte pattern (overlapping matches at
 // offset 7), and a random 65535-byte block repeated (offsets of 65535).
 Buffer compressible(std::size_t n) {
   Buffer b;
   b.reserve(n + (3 << 16));
-  const Buffer far = noise(65535, 7);
+  const Buffer far = random_bytes(65535, 7);
   static const std::uint8_t kPattern[7] = {'d', 'a', 's', 'k', '-', 'c', 'p'};
   for (std::size_t round = 0; b.size() < n; ++round) {
     b.insert(b.end(), 1000 + round % 3000, static_cast<std::uint8_t>(round));
@@ -57,7 +52,7 @@ Buffer mixed(std::size_t n) {
     const std::size_t len = 1 + rng() % 200000;
     switch (rng() % 5) {
       case 0: {
-        const Buffer r = noise(len, static_cast<std::uint32_t>(rng()));
+        const Buffer r = random_bytes(len, static_cast<std::uint32_t>(rng()));
         b.insert(b.end(), r.begin(), r.end());
         break;
       }
@@ -255,7 +250,7 @@ TEST_CASE("stream_codec: every size and shape of input comes back as decompress(
     check_round_trip(c, Buffer());
     check_round_trip(c, Buffer{0x42});
     check_round_trip(c, text(100));
-    check_round_trip(c, noise(3 << 20));
+    check_round_trip(c, random_bytes(3 << 20));
     check_round_trip(c, compressible(3 << 20));
     check_round_trip(c, mixed(5 << 20));
   }
@@ -322,7 +317,7 @@ TEST_CASE("stream_codec: start() refuses what decompress() refuses, in its words
   same_as_decompress(Codec::lz4, lie, ~0ull, Errc::codec_failed);
   same_as_decompress(Codec::lz4, Buffer{0xff, 0xff, 0xff, 0xff, 0x00}, ~0ull, Errc::codec_failed);
   // zstd: not zstd; more than 128 KiB per 4 bytes.
-  same_as_decompress(Codec::zstd, noise(100), ~0ull, Errc::codec_failed);
+  same_as_decompress(Codec::zstd, random_bytes(100), ~0ull, Errc::codec_failed);
   Buffer rle{0x28, 0xb5, 0x2f, 0xfd, 0x80, (20 - 10) << 3, 0, 0, 0, 0x40};  // claims 1 GiB
   for (int b : {0x03, 0x00, 0x10, int{'z'}})
     rle.push_back(static_cast<std::uint8_t>(b));  // one RLE block
