@@ -15,7 +15,6 @@ namespace {
 struct FramePlan {
   bool decode = false;
   Codec codec = Codec::none;  // the frame's codec when decoded
-  CompressionValue entry;     // its compression entry (decoded frames)
 };
 
 }  // namespace
@@ -64,21 +63,24 @@ Result<CutVerdict> plan_cut_through(std::uint64_t offset, std::span<const std::u
   if (!message) return std::move(message).error();
 
   std::vector<FramePlan> plan(n);
+  std::vector<std::vector<CompressionValue>> entries(message->objects.size());  // per object
   std::optional<std::size_t> last_decoded;
   if (options.codec) {
-    for (SubObject& obj : message->objects) {
+    for (std::size_t o = 0; o < message->objects.size(); ++o) {
+      const SubObject& obj = message->objects[o];
       auto codecs = frame_compression(obj);
       if (!codecs) return std::move(codecs).error().add_context(obj.path);
+      entries[o] = std::move(*codecs);
+      const std::vector<CompressionValue>& e = entries[o];
       for (std::size_t i = 0; i < obj.frames.size(); ++i) {
-        auto action = frame_recode_for((*codecs)[i], *options.codec, options);
+        auto action = frame_recode_for(e[i], *options.codec, options);
         if (!action) return std::move(action).error().add_context(obj.frame_label(i)).add_context(obj.path);
         if (*action == FrameRecode::keep) continue;
         if (*options.codec != Codec::none)
           return CutVerdict(CutNo{"frames are recompressed: their sizes are known only once they are whole"});
         const std::size_t j = obj.header_frame + 1 + i;
         plan[j].decode = true;
-        plan[j].codec = *codec_of((*codecs)[i]);
-        plan[j].entry = (*codecs)[i];
+        plan[j].codec = *codec_of(e[i]);
         last_decoded = std::max(last_decoded.value_or(0), j);
       }
     }
@@ -115,20 +117,20 @@ Result<CutVerdict> plan_cut_through(std::uint64_t offset, std::span<const std::u
   // The head, recoded as the whole path recodes it: decoded frames become
   // raw and their entries nil; every object's compression list is set again.
   if (last_decoded) {
-    for (SubObject& obj : message->objects) {
-      auto codecs = frame_compression(obj);
-      if (!codecs) return std::move(codecs).error().add_context(obj.path);
+    for (std::size_t o = 0; o < message->objects.size(); ++o) {
+      SubObject& obj = message->objects[o];
+      std::vector<CompressionValue>& codecs = entries[o];
       for (std::size_t i = 0; i < obj.frames.size(); ++i) {
         const std::size_t j = obj.header_frame + 1 + i;
         if (!plan[j].decode) continue;
         if (j < start) {
-          auto raw = decompress_frame(plan[j].entry, obj.frames[i], options.limits);
+          auto raw = decompress_frame(codecs[i], obj.frames[i], options.limits);
           if (!raw) return std::move(raw).error().add_context(obj.frame_label(i)).add_context(obj.path);
           obj.frames[i] = std::move(*raw);
         }
-        (*codecs)[i] = CompressionValue::nil();
+        codecs[i] = CompressionValue::nil();
       }
-      set_frame_compression(obj, *codecs);
+      set_frame_compression(obj, codecs);
     }
     auto assembled = assemble_message(*message, /*root_unchanged=*/true);
     if (!assembled) return std::move(assembled).error();
