@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "core/caps/caps_report.h"
-#include "core/net/address.h"
-#include "core/net/tls.h"
-#include "core/net/rpc.h"
-#include "core/net/survey.h"
+#include "daskcaps/caps/caps_report.h"
+#include "daskcaps/net/address.h"
+#include "daskcaps/net/tls.h"
+#include "daskcaps/net/rpc.h"
+#include "daskcaps/net/survey.h"
 
 using namespace daskcaps;
 

@@ -13,10 +13,10 @@
 #include <thread>
 #include <vector>
 
-#include "core/wire/codec.h"
-#include "core/wire/message.h"
-#include "core/wire/serialized.h"
-#include "formats/raw_stream.h"
+#include "daskcaps/wire/codec.h"
+#include "daskcaps/wire/message.h"
+#include "daskcaps/wire/serialized.h"
+#include "daskcaps/formats/raw_stream.h"
 
 using namespace daskcaps;
 

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/wire/msgpack.h"
+#include "daskcaps/wire/msgpack.h"
 
 #ifdef DASKCAPS_HAVE_MSGPACK_CXX
 #define MSGPACK_NO_BOOST

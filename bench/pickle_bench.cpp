@@ -19,7 +19,7 @@
 #include <time.h>
 #include <vector>
 
-#include "core/pickle/pickle.h"
+#include "daskcaps/pickle/pickle.h"
 #include "core/pickle/detail/pickle_alloc.h"
 
 using namespace daskcaps;

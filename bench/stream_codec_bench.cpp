@@ -23,8 +23,8 @@
 #include <random>
 #include <vector>
 
-#include "core/wire/codec.h"
-#include "core/wire/stream_codec.h"
+#include "daskcaps/wire/codec.h"
+#include "daskcaps/wire/stream_codec.h"
 
 using namespace daskcaps;
 

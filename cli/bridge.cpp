@@ -19,12 +19,12 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "core/base/line_log.h"
-#include "core/bridge/bridge.h"
-#include "core/caps/endpoint.h"
-#include "core/net/loop.h"
-#include "core/net/tls.h"
-#include "formats/pcapng_writer.h"
+#include "daskcaps/base/line_log.h"
+#include "daskcaps/bridge/bridge.h"
+#include "daskcaps/caps/endpoint.h"
+#include "daskcaps/net/loop.h"
+#include "daskcaps/net/tls.h"
+#include "daskcaps/formats/pcapng_writer.h"
 
 namespace daskcaps::cli {
 

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "core/base/atomic_file.h"
+#include "daskcaps/base/atomic_file.h"
 
 namespace daskcaps::cli {
 

@@ -9,11 +9,11 @@
 #include <string_view>
 #include <vector>
 
-#include "core/base/diagnostic.h"
-#include "core/base/error.h"
-#include "core/base/limits.h"
-#include "core/wire/msgpack.h"
-#include "core/base/result.h"
+#include "daskcaps/base/diagnostic.h"
+#include "daskcaps/base/error.h"
+#include "daskcaps/base/limits.h"
+#include "daskcaps/wire/msgpack.h"
+#include "daskcaps/base/result.h"
 
 namespace CLI {
 class App;

@@ -14,7 +14,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/render_completion.h"
-#include "core/base/atomic_file.h"
+#include "daskcaps/base/atomic_file.h"
 
 namespace daskcaps::cli {
 

@@ -15,10 +15,10 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/render_inspect.h"
-#include "core/caps/caps.h"
-#include "core/recode/describe.h"
-#include "core/wire/message.h"
-#include "formats/message_source.h"
+#include "daskcaps/caps/caps.h"
+#include "daskcaps/recode/describe.h"
+#include "daskcaps/wire/message.h"
+#include "daskcaps/formats/message_source.h"
 
 namespace daskcaps::cli {
 

@@ -15,11 +15,11 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "core/base/atomic_file.h"
-#include "core/caps/caps.h"
-#include "core/caps/probe.h"
-#include "core/caps/probe_file.h"
-#include "core/wire/msgpack.h"
+#include "daskcaps/base/atomic_file.h"
+#include "daskcaps/caps/caps.h"
+#include "daskcaps/caps/probe.h"
+#include "daskcaps/caps/probe_file.h"
+#include "daskcaps/wire/msgpack.h"
 
 namespace daskcaps::cli {
 

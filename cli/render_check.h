@@ -6,9 +6,9 @@
 #include <ostream>
 
 #include "cli/common.h"
-#include "core/caps/caps_report.h"
-#include "core/caps/gate.h"
-#include "core/wire/msgpack.h"
+#include "daskcaps/caps/caps_report.h"
+#include "daskcaps/caps/gate.h"
+#include "daskcaps/wire/msgpack.h"
 
 namespace daskcaps::cli {
 

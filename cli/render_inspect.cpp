@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "core/base/bytes.h"
+#include "daskcaps/base/bytes.h"
 
 namespace daskcaps::cli {
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "cli/common.h"
-#include "core/recode/describe.h"
+#include "daskcaps/recode/describe.h"
 
 namespace daskcaps::cli {
 

@@ -20,8 +20,8 @@
 
 #include "cli/common.h"
 #include "cli/render_check.h"
-#include "core/caps/caps_report.h"
-#include "core/caps/gate.h"
+#include "daskcaps/caps/caps_report.h"
+#include "daskcaps/caps/gate.h"
 
 namespace daskcaps::cli {
 

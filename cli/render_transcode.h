@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "cli/common.h"
-#include "core/recode/transcode.h"
-#include "formats/message_source.h"
-#include "formats/stream_outputs.h"
+#include "daskcaps/recode/transcode.h"
+#include "daskcaps/formats/message_source.h"
+#include "daskcaps/formats/stream_outputs.h"
 
 namespace daskcaps::cli {
 

@@ -39,12 +39,12 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "core/caps/caps.h"
-#include "core/net/address.h"
-#include "core/net/net_server.h"
-#include "core/net/tls.h"
-#include "core/caps/probe.h"
-#include "core/caps/probe_file.h"
+#include "daskcaps/caps/caps.h"
+#include "daskcaps/net/address.h"
+#include "daskcaps/net/net_server.h"
+#include "daskcaps/net/tls.h"
+#include "daskcaps/caps/probe.h"
+#include "daskcaps/caps/probe_file.h"
 
 namespace daskcaps::cli {
 

@@ -15,11 +15,11 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/render_transcode.h"
-#include "core/caps/endpoint.h"
-#include "core/recode/engine.h"
-#include "core/recode/transcode.h"
-#include "formats/message_source.h"
-#include "formats/stream_outputs.h"
+#include "daskcaps/caps/endpoint.h"
+#include "daskcaps/recode/engine.h"
+#include "daskcaps/recode/transcode.h"
+#include "daskcaps/formats/message_source.h"
+#include "daskcaps/formats/stream_outputs.h"
 
 namespace daskcaps::cli {
 

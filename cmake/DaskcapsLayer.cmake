@@ -13,7 +13,7 @@ function(daskcaps_layer name)
   endif()
   file(GLOB sources CONFIGURE_DEPENDS ${L_DIR}/*.cpp ${L_DIR}/detail/*.cpp)
   add_library(daskcaps_${name} STATIC ${sources})
-  target_include_directories(daskcaps_${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_include_directories(daskcaps_${name} PUBLIC ${DASKCAPS_INCLUDE_DIR} ${PROJECT_SOURCE_DIR})
   target_compile_definitions(daskcaps_${name} PUBLIC DASKCAPS_VERSION="${PROJECT_VERSION}")
   target_link_libraries(daskcaps_${name} PUBLIC ${L_DEPS})
 

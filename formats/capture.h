@@ -32,12 +32,12 @@
 #include <string>
 #include <vector>
 
-#include "core/base/bytes.h"
-#include "core/base/diagnostic.h"
-#include "core/base/limits.h"
-#include "core/base/result.h"
-#include "formats/pcap.h"
-#include "formats/tcp_reassembly.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/diagnostic.h"
+#include "daskcaps/base/limits.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/formats/pcap.h"
+#include "daskcaps/formats/tcp_reassembly.h"
 
 namespace daskcaps::formats {
 

@@ -1,4 +1,4 @@
-#include "formats/message_source.h"
+#include "daskcaps/formats/message_source.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "formats/raw_stream.h"
+#include "daskcaps/formats/raw_stream.h"
 
 namespace daskcaps::formats {
 

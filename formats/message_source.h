@@ -31,12 +31,12 @@
 #include <string>
 #include <vector>
 
-#include "core/base/bytes.h"
-#include "core/base/diagnostic.h"
-#include "core/base/limits.h"
-#include "core/base/page_buffer.h"
-#include "core/base/result.h"
-#include "formats/capture.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/diagnostic.h"
+#include "daskcaps/base/limits.h"
+#include "daskcaps/base/page_buffer.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/formats/capture.h"
 
 namespace daskcaps::formats {
 

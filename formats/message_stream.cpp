@@ -1,9 +1,9 @@
-#include "formats/message_stream.h"
+#include "daskcaps/formats/message_stream.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "core/base/byte_reader.h"
+#include "daskcaps/base/byte_reader.h"
 
 namespace daskcaps::formats {
 

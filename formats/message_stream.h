@@ -22,12 +22,12 @@
 #include <optional>
 #include <vector>
 
-#include "core/base/bytes.h"
-#include "core/base/page_buffer.h"
-#include "core/wire/assembler.h"
-#include "core/wire/frames.h"
-#include "core/base/limits.h"
-#include "core/base/result.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/page_buffer.h"
+#include "daskcaps/wire/assembler.h"
+#include "daskcaps/wire/frames.h"
+#include "daskcaps/base/limits.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps::formats {
 

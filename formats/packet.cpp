@@ -1,10 +1,10 @@
-#include "formats/packet.h"
+#include "daskcaps/formats/packet.h"
 
 #include <arpa/inet.h>
 
 #include <cstdio>
 
-#include "core/base/byte_reader.h"
+#include "daskcaps/base/byte_reader.h"
 
 namespace daskcaps::formats::pcap {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <string_view>
 
-#include "core/base/bytes.h"
-#include "formats/pcap.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/formats/pcap.h"
 
 namespace daskcaps::formats::pcap {
 

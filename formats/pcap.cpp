@@ -1,4 +1,4 @@
-#include "formats/pcap.h"
+#include "daskcaps/formats/pcap.h"
 
 #include <arpa/inet.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <set>
 
-#include "core/base/byte_reader.h"
+#include "daskcaps/base/byte_reader.h"
 
 namespace daskcaps::formats::pcap {
 

@@ -59,9 +59,9 @@
 #include <string_view>
 #include <vector>
 
-#include "core/base/bytes.h"
-#include "core/base/diagnostic.h"
-#include "core/base/result.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/diagnostic.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps::formats::pcap {
 

@@ -1,11 +1,11 @@
-#include "formats/pcapng_writer.h"
+#include "daskcaps/formats/pcapng_writer.h"
 
 #include <arpa/inet.h>
 
 #include <cmath>
 #include <cstring>
 
-#include "core/base/byte_writer.h"
+#include "daskcaps/base/byte_writer.h"
 
 namespace daskcaps::formats {
 

@@ -31,9 +31,9 @@
 #include <string>
 #include <vector>
 
-#include "core/base/atomic_file.h"
-#include "core/base/bytes.h"
-#include "core/base/result.h"
+#include "daskcaps/base/atomic_file.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps::formats {
 

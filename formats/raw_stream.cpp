@@ -1,4 +1,4 @@
-#include "formats/raw_stream.h"
+#include "daskcaps/formats/raw_stream.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

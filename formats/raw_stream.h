@@ -19,11 +19,11 @@
 #include <optional>
 #include <string>
 
-#include "core/base/bytes.h"
-#include "core/base/limits.h"
-#include "core/base/result.h"
-#include "core/wire/assembler.h"
-#include "formats/message_stream.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/limits.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/wire/assembler.h"
+#include "daskcaps/formats/message_stream.h"
 
 namespace daskcaps::formats {
 

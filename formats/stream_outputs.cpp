@@ -1,4 +1,4 @@
-#include "formats/stream_outputs.h"
+#include "daskcaps/formats/stream_outputs.h"
 
 #include <sys/stat.h>
 
@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/wire/frames.h"
+#include "daskcaps/wire/frames.h"
 
 namespace daskcaps::formats {
 

@@ -27,10 +27,10 @@
 #include <string>
 #include <vector>
 
-#include "core/base/atomic_file.h"
-#include "core/base/bytes.h"
-#include "core/base/result.h"
-#include "formats/message_source.h"
+#include "daskcaps/base/atomic_file.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/formats/message_source.h"
 
 namespace daskcaps::formats {
 

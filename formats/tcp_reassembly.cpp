@@ -1,4 +1,4 @@
-#include "formats/tcp_reassembly.h"
+#include "daskcaps/formats/tcp_reassembly.h"
 
 #include <algorithm>
 #include <cstring>

@@ -47,11 +47,11 @@
 #include <string_view>
 #include <vector>
 
-#include "core/base/bytes.h"
-#include "core/base/diagnostic.h"
-#include "core/base/limits.h"
-#include "formats/message_stream.h"
-#include "formats/packet.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/diagnostic.h"
+#include "daskcaps/base/limits.h"
+#include "daskcaps/formats/message_stream.h"
+#include "daskcaps/formats/packet.h"
 
 namespace daskcaps::formats {
 

@@ -1,4 +1,4 @@
-#include "core/base/atomic_file.h"
+#include "daskcaps/base/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "core/base/bytes.h"
+#include "daskcaps/base/bytes.h"
 
 namespace daskcaps {
 

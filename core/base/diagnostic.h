@@ -24,7 +24,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/base/error.h"
+#include "daskcaps/base/error.h"
 
 namespace daskcaps {
 

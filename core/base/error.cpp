@@ -1,4 +1,4 @@
-#include "core/base/error.h"
+#include "daskcaps/base/error.h"
 
 #include <cstdio>
 

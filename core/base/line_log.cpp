@@ -1,4 +1,4 @@
-#include "core/base/line_log.h"
+#include "daskcaps/base/line_log.h"
 
 #include <unistd.h>
 

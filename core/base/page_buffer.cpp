@@ -1,4 +1,4 @@
-#include "core/base/page_buffer.h"
+#include "daskcaps/base/page_buffer.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -18,8 +18,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "core/base/bytes.h"
-#include "core/base/result.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps {
 

@@ -13,7 +13,7 @@
 #include <utility>
 #include <variant>
 
-#include "core/base/error.h"
+#include "daskcaps/base/error.h"
 
 namespace daskcaps {
 

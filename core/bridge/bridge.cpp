@@ -1,4 +1,4 @@
-#include "core/bridge/bridge.h"
+#include "daskcaps/bridge/bridge.h"
 
 #include "core/bridge/detail/session.h"
 

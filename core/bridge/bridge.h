@@ -64,14 +64,14 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/base/bytes.h"
-#include "core/base/result.h"
-#include "core/net/address.h"
-#include "core/net/connection.h"
-#include "core/net/loop.h"
-#include "core/net/tls.h"
-#include "core/recode/engine.h"
-#include "core/recode/transcode.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/net/address.h"
+#include "daskcaps/net/connection.h"
+#include "daskcaps/net/loop.h"
+#include "daskcaps/net/tls.h"
+#include "daskcaps/recode/engine.h"
+#include "daskcaps/recode/transcode.h"
 
 namespace daskcaps::bridge {
 

@@ -2,10 +2,10 @@
 
 #include <cstring>
 
-#include "core/net/rpc.h"
-#include "core/wire/codec.h"
-#include "core/wire/frames.h"
-#include "core/wire/msgpack.h"
+#include "daskcaps/net/rpc.h"
+#include "daskcaps/wire/codec.h"
+#include "daskcaps/wire/frames.h"
+#include "daskcaps/wire/msgpack.h"
 
 namespace daskcaps::bridge {
 

@@ -1,4 +1,4 @@
-#include "core/caps/baseline.h"
+#include "daskcaps/caps/baseline.h"
 
 #include <openssl/evp.h>
 
@@ -8,7 +8,7 @@
 #include <unordered_set>
 #include <utility>
 
-#include "core/caps/json_read.h"
+#include "daskcaps/caps/json_read.h"
 
 namespace daskcaps::baseline {
 

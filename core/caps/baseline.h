@@ -37,9 +37,9 @@
 #include <string_view>
 #include <vector>
 
-#include "core/base/result.h"
-#include "core/caps/caps.h"
-#include "core/caps/caps_report.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/caps/caps.h"
+#include "daskcaps/caps/caps_report.h"
 
 namespace daskcaps::baseline {
 

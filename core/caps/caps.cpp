@@ -1,4 +1,4 @@
-#include "core/caps/caps.h"
+#include "daskcaps/caps/caps.h"
 
 #include <algorithm>
 #include <charconv>

@@ -34,10 +34,10 @@
 #include <string_view>
 #include <vector>
 
-#include "core/wire/compression_value.h"
-#include "core/wire/handshake.h"
-#include "core/wire/msgpack.h"
-#include "core/caps/probe.h"
+#include "daskcaps/wire/compression_value.h"
+#include "daskcaps/wire/handshake.h"
+#include "daskcaps/wire/msgpack.h"
+#include "daskcaps/caps/probe.h"
 
 namespace daskcaps {
 

@@ -1,10 +1,10 @@
-#include "core/caps/caps_report.h"
+#include "daskcaps/caps/caps_report.h"
 
 #include <algorithm>
 #include <map>
 #include <unordered_map>
 
-#include "core/net/address.h"
+#include "daskcaps/net/address.h"
 
 namespace daskcaps::report {
 

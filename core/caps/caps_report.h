@@ -25,12 +25,12 @@
 #include <string>
 #include <vector>
 
-#include "core/caps/caps.h"
-#include "core/base/error.h"
-#include "core/wire/handshake.h"
-#include "core/wire/msgpack.h"
-#include "core/caps/probe.h"
-#include "core/net/rpc.h"
+#include "daskcaps/caps/caps.h"
+#include "daskcaps/base/error.h"
+#include "daskcaps/wire/handshake.h"
+#include "daskcaps/wire/msgpack.h"
+#include "daskcaps/caps/probe.h"
+#include "daskcaps/net/rpc.h"
 
 namespace daskcaps::report {
 

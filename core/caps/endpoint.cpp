@@ -1,11 +1,11 @@
-#include "core/caps/endpoint.h"
+#include "daskcaps/caps/endpoint.h"
 
 #include <sys/stat.h>
 
 #include <algorithm>
 
-#include "core/caps/probe_file.h"
-#include "core/net/rpc.h"
+#include "daskcaps/caps/probe_file.h"
+#include "daskcaps/net/rpc.h"
 
 namespace daskcaps {
 

@@ -8,11 +8,11 @@
 #include <optional>
 #include <string>
 
-#include "core/caps/caps.h"
-#include "core/wire/codec.h"
-#include "core/base/limits.h"
-#include "core/net/tls.h"
-#include "core/base/result.h"
+#include "daskcaps/caps/caps.h"
+#include "daskcaps/wire/codec.h"
+#include "daskcaps/base/limits.h"
+#include "daskcaps/net/tls.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps {
 

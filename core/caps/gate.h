@@ -15,9 +15,9 @@
 #include <optional>
 #include <vector>
 
-#include "core/caps/baseline.h"
-#include "core/caps/caps_report.h"
-#include "core/caps/policy.h"
+#include "daskcaps/caps/baseline.h"
+#include "daskcaps/caps/caps_report.h"
+#include "daskcaps/caps/policy.h"
 
 namespace daskcaps::gate {
 

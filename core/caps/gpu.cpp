@@ -1,4 +1,4 @@
-#include "core/caps/gpu.h"
+#include "daskcaps/caps/gpu.h"
 
 #include <dlfcn.h>
 

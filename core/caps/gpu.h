@@ -21,7 +21,7 @@
 
 #include <string>
 
-#include "core/caps/probe.h"
+#include "daskcaps/caps/probe.h"
 
 namespace daskcaps {
 

@@ -1,4 +1,4 @@
-#include "core/caps/json_read.h"
+#include "daskcaps/caps/json_read.h"
 
 #include <cerrno>
 #include <cstring>

@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/base/error.h"
-#include "core/base/result.h"
+#include "daskcaps/base/error.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps::json {
 

@@ -54,10 +54,10 @@
 #include <string_view>
 #include <vector>
 
-#include "core/base/result.h"
-#include "core/caps/caps.h"
-#include "core/caps/caps_report.h"
-#include "core/caps/json_read.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/caps/caps.h"
+#include "daskcaps/caps/caps_report.h"
+#include "daskcaps/caps/json_read.h"
 
 namespace daskcaps::policy {
 

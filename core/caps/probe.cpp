@@ -1,4 +1,4 @@
-#include "core/caps/probe.h"
+#include "daskcaps/caps/probe.h"
 
 #include <unistd.h>
 
@@ -6,9 +6,9 @@
 #include <charconv>
 #include <climits>
 
-#include "core/caps/gpu.h"
-#include "core/pickle/pickle.h"
-#include "core/caps/python_env.h"
+#include "daskcaps/caps/gpu.h"
+#include "daskcaps/pickle/pickle.h"
+#include "daskcaps/caps/python_env.h"
 
 namespace daskcaps {
 

@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "core/wire/codec.h"
-#include "core/wire/compression_value.h"
-#include "core/wire/handshake.h"
-#include "core/base/result.h"
+#include "daskcaps/wire/codec.h"
+#include "daskcaps/wire/compression_value.h"
+#include "daskcaps/wire/handshake.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps {
 

@@ -1,8 +1,8 @@
-#include "core/caps/probe_file.h"
+#include "daskcaps/caps/probe_file.h"
 
 #include <utility>
 
-#include "core/caps/json_read.h"
+#include "daskcaps/caps/json_read.h"
 
 namespace daskcaps {
 

@@ -59,8 +59,8 @@
 #include <string>
 #include <string_view>
 
-#include "core/caps/probe.h"
-#include "core/base/result.h"
+#include "daskcaps/caps/probe.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps {
 

@@ -1,4 +1,4 @@
-#include "core/caps/python_env.h"
+#include "daskcaps/caps/python_env.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "core/caps/probe_file.h"
+#include "daskcaps/caps/probe_file.h"
 
 extern char** environ;
 

@@ -1,4 +1,4 @@
-#include "core/net/address.h"
+#include "daskcaps/net/address.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "core/net/loop.h"
+#include "daskcaps/net/loop.h"
 
 namespace daskcaps::net {
 

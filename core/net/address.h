@@ -36,8 +36,8 @@
 
 #include <sys/socket.h>
 
-#include "core/base/result.h"
-#include "core/net/clock.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/net/clock.h"
 
 namespace daskcaps::net {
 

@@ -1,4 +1,4 @@
-#include "core/net/connection.h"
+#include "daskcaps/net/connection.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -9,7 +9,7 @@
 #include <cerrno>
 
 #include "core/net/detail/sys.h"
-#include "core/net/tls.h"
+#include "daskcaps/net/tls.h"
 
 namespace daskcaps::net {
 

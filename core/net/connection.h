@@ -84,11 +84,11 @@
 #include <string>
 #include <vector>
 
-#include "core/base/bytes.h"
-#include "core/base/result.h"
-#include "core/net/address.h"
-#include "core/net/loop.h"
-#include "core/net/socket.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/net/address.h"
+#include "daskcaps/net/loop.h"
+#include "daskcaps/net/socket.h"
 
 namespace daskcaps::net {
 

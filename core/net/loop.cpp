@@ -1,4 +1,4 @@
-#include "core/net/loop.h"
+#include "daskcaps/net/loop.h"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>

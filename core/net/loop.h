@@ -55,8 +55,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/base/result.h"
-#include "core/net/clock.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/net/clock.h"
 
 namespace daskcaps::net {
 

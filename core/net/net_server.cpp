@@ -1,4 +1,4 @@
-#include "core/net/net_server.h"
+#include "daskcaps/net/net_server.h"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -8,10 +8,10 @@
 #include <atomic>
 #include <unordered_map>
 
-#include "core/net/connection.h"
-#include "core/net/loop.h"
-#include "core/wire/frames.h"
-#include "core/wire/handshake.h"
+#include "daskcaps/net/connection.h"
+#include "daskcaps/net/loop.h"
+#include "daskcaps/wire/frames.h"
+#include "daskcaps/wire/handshake.h"
 
 namespace daskcaps::server {
 

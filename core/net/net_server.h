@@ -44,14 +44,14 @@
 #include <string>
 #include <vector>
 
-#include "core/base/bytes.h"
-#include "core/wire/handshake.h"
-#include "core/base/limits.h"
-#include "core/wire/msgpack.h"
-#include "core/net/address.h"
-#include "core/net/tls.h"
-#include "core/base/result.h"
-#include "core/net/rpc.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/wire/handshake.h"
+#include "daskcaps/base/limits.h"
+#include "daskcaps/wire/msgpack.h"
+#include "daskcaps/net/address.h"
+#include "daskcaps/net/tls.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/net/rpc.h"
 
 namespace daskcaps::server {
 

@@ -1,10 +1,10 @@
-#include "core/net/rpc.h"
+#include "daskcaps/net/rpc.h"
 
 #include <array>
 #include <cstdio>
 #include <optional>
 
-#include "core/wire/frames.h"
+#include "daskcaps/wire/frames.h"
 
 namespace daskcaps::rpc {
 

@@ -41,15 +41,15 @@
 #include <string_view>
 #include <vector>
 
-#include "core/base/bytes.h"
-#include "core/wire/handshake.h"
-#include "core/base/limits.h"
-#include "core/wire/msgpack.h"
-#include "core/net/address.h"
-#include "core/net/socket.h"
-#include "core/net/tls.h"
-#include "core/base/result.h"
-#include "core/wire/assembler.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/wire/handshake.h"
+#include "daskcaps/base/limits.h"
+#include "daskcaps/wire/msgpack.h"
+#include "daskcaps/net/address.h"
+#include "daskcaps/net/socket.h"
+#include "daskcaps/net/tls.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/wire/assembler.h"
 
 namespace daskcaps::rpc {
 

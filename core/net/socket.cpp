@@ -1,4 +1,4 @@
-#include "core/net/socket.h"
+#include "daskcaps/net/socket.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -10,7 +10,7 @@
 #include <cerrno>
 
 #include "core/net/detail/sys.h"
-#include "core/net/tls.h"
+#include "daskcaps/net/tls.h"
 
 namespace daskcaps::net {
 

@@ -33,10 +33,10 @@
 
 #include <sys/socket.h>
 
-#include "core/base/bytes.h"
-#include "core/base/result.h"
-#include "core/net/address.h"
-#include "core/net/clock.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/net/address.h"
+#include "daskcaps/net/clock.h"
 
 namespace daskcaps::net {
 

@@ -1,4 +1,4 @@
-#include "core/net/survey.h"
+#include "daskcaps/net/survey.h"
 
 #include <sys/resource.h>
 
@@ -7,8 +7,8 @@
 #include <map>
 #include <optional>
 
-#include "core/net/connection.h"
-#include "core/net/loop.h"
+#include "daskcaps/net/connection.h"
+#include "daskcaps/net/loop.h"
 
 namespace daskcaps::survey {
 

@@ -19,10 +19,10 @@
 #include <span>
 #include <vector>
 
-#include "core/net/address.h"
-#include "core/net/tls.h"
-#include "core/base/result.h"
-#include "core/net/rpc.h"
+#include "daskcaps/net/address.h"
+#include "daskcaps/net/tls.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/net/rpc.h"
 
 namespace daskcaps::survey {
 

@@ -1,4 +1,4 @@
-#include "core/net/tls.h"
+#include "daskcaps/net/tls.h"
 
 #include <sys/socket.h>
 

@@ -42,8 +42,8 @@
 #include <memory>
 #include <string>
 
-#include "core/base/result.h"
-#include "core/net/socket.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/net/socket.h"
 
 namespace daskcaps::net {
 

@@ -1,4 +1,4 @@
-#include "core/pickle/pickle_dis.h"
+#include "daskcaps/pickle/pickle_dis.h"
 
 #include <climits>
 #include <cstdio>

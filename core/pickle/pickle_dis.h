@@ -26,8 +26,8 @@
 #include <optional>
 #include <string>
 
-#include "core/base/bytes.h"
-#include "core/base/error.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/error.h"
 
 namespace daskcaps::pickle {
 

@@ -1,11 +1,11 @@
-#include "core/recode/cut_through.h"
+#include "daskcaps/recode/cut_through.h"
 
 #include <algorithm>
 
-#include "core/wire/frames.h"
-#include "core/wire/message.h"
-#include "core/wire/msgpack.h"
-#include "core/wire/serialized.h"
+#include "daskcaps/wire/frames.h"
+#include "daskcaps/wire/message.h"
+#include "daskcaps/wire/msgpack.h"
+#include "daskcaps/wire/serialized.h"
 
 namespace daskcaps {
 

@@ -40,10 +40,10 @@
 #include <variant>
 #include <vector>
 
-#include "core/base/bytes.h"
-#include "core/base/result.h"
-#include "core/recode/transcode.h"
-#include "core/wire/stream_codec.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/recode/transcode.h"
+#include "daskcaps/wire/stream_codec.h"
 
 namespace daskcaps {
 

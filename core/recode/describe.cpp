@@ -1,9 +1,9 @@
-#include "core/recode/describe.h"
+#include "daskcaps/recode/describe.h"
 
 #include <algorithm>
 #include <set>
 
-#include "core/pickle/pickle.h"
+#include "daskcaps/pickle/pickle.h"
 
 namespace daskcaps {
 

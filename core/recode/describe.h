@@ -26,12 +26,12 @@
 #include <string>
 #include <vector>
 
-#include "core/base/diagnostic.h"
-#include "core/wire/handshake.h"
-#include "core/base/limits.h"
-#include "core/wire/message.h"
-#include "core/base/result.h"
-#include "core/wire/serialized.h"
+#include "daskcaps/base/diagnostic.h"
+#include "daskcaps/wire/handshake.h"
+#include "daskcaps/base/limits.h"
+#include "daskcaps/wire/message.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/wire/serialized.h"
 
 namespace daskcaps {
 

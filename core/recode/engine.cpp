@@ -1,4 +1,4 @@
-#include "core/recode/engine.h"
+#include "daskcaps/recode/engine.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -8,9 +8,9 @@
 #include <cstring>
 #include <string_view>
 
-#include "core/wire/frames.h"
-#include "core/wire/message.h"
-#include "core/wire/msgpack.h"
+#include "daskcaps/wire/frames.h"
+#include "daskcaps/wire/message.h"
+#include "daskcaps/wire/msgpack.h"
 
 namespace daskcaps {
 

@@ -52,10 +52,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/base/bytes.h"
-#include "core/base/page_buffer.h"
-#include "core/base/result.h"
-#include "core/recode/transcode.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/page_buffer.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/recode/transcode.h"
 
 namespace daskcaps {
 

@@ -1,7 +1,7 @@
-#include "core/recode/gpu_layout.h"
+#include "daskcaps/recode/gpu_layout.h"
 
-#include "core/wire/compression_value.h"
-#include "core/wire/serialized.h"
+#include "daskcaps/wire/compression_value.h"
+#include "daskcaps/wire/serialized.h"
 
 namespace daskcaps {
 

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "core/wire/message.h"
-#include "core/base/result.h"
+#include "daskcaps/wire/message.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps {
 

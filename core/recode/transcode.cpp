@@ -1,13 +1,13 @@
-#include "core/recode/transcode.h"
+#include "daskcaps/recode/transcode.h"
 
 #include <algorithm>
 #include <string>
 #include <unordered_map>
 
-#include "core/recode/gpu_layout.h"
-#include "core/wire/handshake.h"
-#include "core/pickle/pickle.h"
-#include "core/wire/serialized.h"
+#include "daskcaps/recode/gpu_layout.h"
+#include "daskcaps/wire/handshake.h"
+#include "daskcaps/pickle/pickle.h"
+#include "daskcaps/wire/serialized.h"
 
 namespace daskcaps {
 

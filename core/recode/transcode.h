@@ -27,11 +27,11 @@
 #include <string>
 #include <vector>
 
-#include "core/wire/codec.h"
-#include "core/wire/compression_value.h"
-#include "core/base/limits.h"
-#include "core/wire/message.h"
-#include "core/base/result.h"
+#include "daskcaps/wire/codec.h"
+#include "daskcaps/wire/compression_value.h"
+#include "daskcaps/base/limits.h"
+#include "daskcaps/wire/message.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps {
 

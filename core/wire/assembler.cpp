@@ -1,9 +1,9 @@
-#include "core/wire/assembler.h"
+#include "daskcaps/wire/assembler.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "core/wire/frames.h"
+#include "daskcaps/wire/frames.h"
 
 namespace daskcaps {
 

@@ -62,10 +62,10 @@
 #include <span>
 #include <vector>
 
-#include "core/base/bytes.h"
-#include "core/base/limits.h"
-#include "core/base/page_buffer.h"
-#include "core/base/result.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/limits.h"
+#include "daskcaps/base/page_buffer.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps {
 

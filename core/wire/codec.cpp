@@ -1,4 +1,4 @@
-#include "core/wire/codec.h"
+#include "daskcaps/wire/codec.h"
 
 #include <memory>
 
@@ -13,7 +13,7 @@
 #include <cstring>
 #include <limits>
 
-#include "core/base/byte_reader.h"
+#include "daskcaps/base/byte_reader.h"
 #include "core/wire/detail/codec_bounds.h"
 
 namespace daskcaps {

@@ -35,8 +35,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/base/bytes.h"
-#include "core/base/result.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps {
 

@@ -1,4 +1,4 @@
-#include "core/wire/compression_value.h"
+#include "daskcaps/wire/compression_value.h"
 
 namespace daskcaps {
 

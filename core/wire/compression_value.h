@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "core/wire/msgpack.h"
+#include "daskcaps/wire/msgpack.h"
 
 namespace daskcaps {
 

@@ -1,7 +1,7 @@
-#include "core/wire/frames.h"
+#include "daskcaps/wire/frames.h"
 
-#include "core/base/byte_reader.h"
-#include "core/base/byte_writer.h"
+#include "daskcaps/base/byte_reader.h"
+#include "daskcaps/base/byte_writer.h"
 
 namespace daskcaps {
 

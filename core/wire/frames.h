@@ -31,9 +31,9 @@
 #include <variant>
 #include <vector>
 
-#include "core/base/bytes.h"
-#include "core/base/limits.h"
-#include "core/base/result.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/limits.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps {
 

@@ -1,4 +1,4 @@
-#include "core/wire/handshake.h"
+#include "daskcaps/wire/handshake.h"
 
 namespace daskcaps {
 

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "core/wire/codec.h"
-#include "core/wire/compression_value.h"
-#include "core/wire/msgpack.h"
-#include "core/base/result.h"
+#include "daskcaps/wire/codec.h"
+#include "daskcaps/wire/compression_value.h"
+#include "daskcaps/wire/msgpack.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps {
 

@@ -1,8 +1,8 @@
-#include "core/wire/message.h"
+#include "daskcaps/wire/message.h"
 
 #include <algorithm>
 
-#include "core/wire/frames.h"
+#include "daskcaps/wire/frames.h"
 
 namespace daskcaps {
 

@@ -45,11 +45,11 @@
 #include <utility>
 #include <vector>
 
-#include "core/base/byte_reader.h"
-#include "core/base/byte_writer.h"
-#include "core/base/bytes.h"
-#include "core/base/limits.h"
-#include "core/base/result.h"
+#include "daskcaps/base/byte_reader.h"
+#include "daskcaps/base/byte_writer.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/limits.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps::msgpack {
 

@@ -86,9 +86,9 @@
 #include <memory>
 #include <vector>
 
-#include "core/base/bytes.h"
-#include "core/base/result.h"
-#include "core/wire/codec.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/wire/codec.h"
 
 namespace daskcaps {
 

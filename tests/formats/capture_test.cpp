@@ -1,4 +1,4 @@
-#include "formats/capture.h"
+#include "daskcaps/formats/capture.h"
 
 #include <doctest/doctest.h>
 #include <unistd.h>

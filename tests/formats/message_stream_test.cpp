@@ -1,8 +1,8 @@
-#include "formats/message_stream.h"
+#include "daskcaps/formats/message_stream.h"
 
 #include <doctest/doctest.h>
 
-#include "core/base/byte_writer.h"
+#include "daskcaps/base/byte_writer.h"
 
 #include "support/dask_builder.h"
 

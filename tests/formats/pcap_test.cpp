@@ -1,5 +1,5 @@
-#include "formats/pcap.h"
-#include "formats/packet.h"
+#include "daskcaps/formats/pcap.h"
+#include "daskcaps/formats/packet.h"
 
 #include <doctest/doctest.h>
 

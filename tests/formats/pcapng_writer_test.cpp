@@ -1,4 +1,4 @@
-#include "formats/pcapng_writer.h"
+#include "daskcaps/formats/pcapng_writer.h"
 
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/wire/frames.h"
-#include "formats/capture.h"
+#include "daskcaps/wire/frames.h"
+#include "daskcaps/formats/capture.h"
 #include "support/dask_builder.h"
 
 using namespace daskcaps;

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "core/wire/codec.h"
+#include "daskcaps/wire/codec.h"
 #include "fuzz_common.h"
 
 using namespace daskcaps;

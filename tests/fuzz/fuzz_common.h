@@ -14,8 +14,8 @@
 #include <cstdlib>
 #include <span>
 
-#include "core/base/bytes.h"
-#include "core/base/limits.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/limits.h"
 
 namespace fuzzsupport {
 

@@ -19,10 +19,10 @@
 #include <optional>
 #include <vector>
 
-#include "core/recode/cut_through.h"
-#include "core/wire/assembler.h"
-#include "core/wire/frames.h"
-#include "core/wire/message.h"
+#include "daskcaps/recode/cut_through.h"
+#include "daskcaps/wire/assembler.h"
+#include "daskcaps/wire/frames.h"
+#include "daskcaps/wire/message.h"
 #include "fuzz_common.h"
 
 using namespace daskcaps;

@@ -20,8 +20,8 @@
 #include <optional>
 #include <vector>
 
-#include "core/wire/frames.h"
-#include "formats/message_stream.h"
+#include "daskcaps/wire/frames.h"
+#include "daskcaps/formats/message_stream.h"
 #include "fuzz_common.h"
 
 using namespace daskcaps;

@@ -21,10 +21,10 @@
 #include <memory>
 #include <vector>
 
-#include "core/recode/describe.h"
-#include "core/wire/frames.h"
-#include "core/wire/message.h"
-#include "core/recode/transcode.h"
+#include "daskcaps/recode/describe.h"
+#include "daskcaps/wire/frames.h"
+#include "daskcaps/wire/message.h"
+#include "daskcaps/recode/transcode.h"
 #include "fuzz_common.h"
 
 using namespace daskcaps;

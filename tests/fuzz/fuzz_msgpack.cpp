@@ -16,8 +16,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/base/byte_reader.h"
-#include "core/wire/msgpack.h"
+#include "daskcaps/base/byte_reader.h"
+#include "daskcaps/wire/msgpack.h"
 #include "fuzz_common.h"
 
 using namespace daskcaps;

@@ -17,7 +17,7 @@
 #include <map>
 #include <utility>
 
-#include "formats/capture.h"
+#include "daskcaps/formats/capture.h"
 #include "fuzz_common.h"
 
 using namespace daskcaps;

@@ -33,7 +33,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/pickle/pickle.h"
+#include "daskcaps/pickle/pickle.h"
 #include "core/pickle/detail/pickle_vm.h"
 #include "fuzz_common.h"
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/caps/probe_file.h"
+#include "daskcaps/caps/probe_file.h"
 #include "fuzz_common.h"
 
 using namespace daskcaps;

@@ -19,10 +19,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/wire/handshake.h"
-#include "core/wire/msgpack.h"
-#include "core/net/net_server.h"
-#include "core/net/rpc.h"
+#include "daskcaps/wire/handshake.h"
+#include "daskcaps/wire/msgpack.h"
+#include "daskcaps/net/net_server.h"
+#include "daskcaps/net/rpc.h"
 #include "fuzz_common.h"
 
 using namespace daskcaps;

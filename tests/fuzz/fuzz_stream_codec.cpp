@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
-#include "core/wire/codec.h"
-#include "core/wire/stream_codec.h"
+#include "daskcaps/wire/codec.h"
+#include "daskcaps/wire/stream_codec.h"
 #include "fuzz_common.h"
 
 using namespace daskcaps;

@@ -2,7 +2,8 @@
 
 The layers and what each links are read from the daskcaps_layer() calls of
 core/CMakeLists.txt and formats/CMakeLists.txt, so that file is the one
-place they are written. A source may include:
+place they are written. A source may include (public headers as "daskcaps/<layer>/x.h", the names
+they are installed under; private ones as "core/<layer>/detail/x.h"):
   - headers of its own layer;
   - headers of the layers its layer links, directly or through them;
   - not a header in another layer's detail/ folder (those are private);
@@ -49,6 +50,22 @@ def layer_of(path):
     return None, False
 
 
+def included_layer(inc):
+    """The layer an #include names, whether it is private, and what is wrong
+    with its spelling: a public header is included as it is installed,
+    daskcaps/<layer>/x.h (daskcaps/formats/x.h), a private one by its source
+    path, core/<layer>/detail/x.h."""
+    parts = inc.split("/")
+    if parts[0] == "daskcaps" and len(parts) >= 3:
+        if "detail" in parts[2:-1]:
+            return parts[1], True, "a private header included under its public name"
+        return parts[1], False, None
+    target, private = layer_of(inc)
+    if target is not None and not private:
+        return target, False, "a public header included by its source path (write daskcaps/...)"
+    return target, private, None
+
+
 def main():
     deps = read_layers()
     if not deps:
@@ -70,7 +87,10 @@ def main():
                     text = f.read()
                 for line_no, inc in ((text.count("\n", 0, m.start()) + 1, m.group(1))
                                      for m in INCLUDE.finditer(text)):
-                    target, private = layer_of(inc)
+                    target, private, spelling = included_layer(inc)
+                    if spelling:
+                        problems.append(f"{path}:{line_no}: includes {inc}: {spelling}")
+                        continue
                     if target is None:
                         if inc.startswith("cli/") and top != "cli":
                             problems.append(f"{path}:{line_no}: includes {inc} (cli/ is above every layer)")

@@ -6,10 +6,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/base/bytes.h"
-#include "core/wire/codec.h"
-#include "core/wire/frames.h"
-#include "core/wire/msgpack.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/wire/codec.h"
+#include "daskcaps/wire/frames.h"
+#include "daskcaps/wire/msgpack.h"
 
 namespace testsupport {
 

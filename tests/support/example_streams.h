@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "core/wire/message.h"
-#include "formats/raw_stream.h"
+#include "daskcaps/wire/message.h"
+#include "daskcaps/formats/raw_stream.h"
 
 #ifndef DASKCAPS_SOURCE_DIR
 #error "DASKCAPS_SOURCE_DIR must name the source tree (tests/CMakeLists.txt)"

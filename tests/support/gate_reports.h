@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "core/caps/caps_report.h"
-#include "core/caps/probe_file.h"
+#include "daskcaps/caps/caps_report.h"
+#include "daskcaps/caps/probe_file.h"
 
 namespace gatetest {
 

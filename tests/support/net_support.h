@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "core/net/loop.h"
+#include "daskcaps/net/loop.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define DASKCAPS_TEST_ASAN 1

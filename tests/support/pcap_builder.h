@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "core/base/byte_writer.h"
-#include "core/base/bytes.h"
-#include "core/wire/frames.h"
-#include "core/wire/msgpack.h"
+#include "daskcaps/base/byte_writer.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/wire/frames.h"
+#include "daskcaps/wire/msgpack.h"
 
 namespace testsupport::pcapb {
 

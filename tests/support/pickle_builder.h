@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/base/bytes.h"
+#include "daskcaps/base/bytes.h"
 #include "core/pickle/detail/pickle_ops.h"
 
 namespace testsupport {

@@ -4,7 +4,7 @@
 
 #include <functional>
 
-#include "core/base/bytes.h"
+#include "daskcaps/base/bytes.h"
 
 namespace testsupport {
 

@@ -8,8 +8,8 @@
 #include <deque>
 #include <string>
 
-#include "core/base/bytes.h"
-#include "core/net/socket.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/net/socket.h"
 
 namespace testsupport {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <random>
 
-#include "core/base/bytes.h"
+#include "daskcaps/base/bytes.h"
 
 namespace testsupport {
 

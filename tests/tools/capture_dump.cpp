@@ -26,9 +26,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "core/wire/frames.h"
-#include "core/wire/msgpack.h"
-#include "formats/capture.h"
+#include "daskcaps/wire/frames.h"
+#include "daskcaps/wire/msgpack.h"
+#include "daskcaps/formats/capture.h"
 
 using namespace daskcaps;
 using namespace daskcaps::formats;

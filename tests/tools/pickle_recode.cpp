@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "core/base/byte_reader.h"
-#include "core/base/byte_writer.h"
-#include "core/pickle/pickle.h"
+#include "daskcaps/base/byte_reader.h"
+#include "daskcaps/base/byte_writer.h"
+#include "daskcaps/pickle/pickle.h"
 
 using namespace daskcaps;
 

@@ -7,10 +7,10 @@
 #include <cstring>
 #include <string>
 
-#include "core/wire/frames.h"
-#include "core/wire/message.h"
-#include "core/wire/serialized.h"
-#include "formats/raw_stream.h"
+#include "daskcaps/wire/frames.h"
+#include "daskcaps/wire/message.h"
+#include "daskcaps/wire/serialized.h"
+#include "daskcaps/formats/raw_stream.h"
 
 using namespace daskcaps;
 

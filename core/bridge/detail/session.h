@@ -30,12 +30,12 @@
 #include <optional>
 #include <string>
 
-#include "core/bridge/bridge.h"
-#include "core/net/connection.h"
-#include "core/recode/cut_through.h"
-#include "core/recode/engine.h"
-#include "core/wire/assembler.h"
-#include "core/wire/handshake.h"
+#include "daskcaps/bridge/bridge.h"
+#include "daskcaps/net/connection.h"
+#include "daskcaps/recode/cut_through.h"
+#include "daskcaps/recode/engine.h"
+#include "daskcaps/wire/assembler.h"
+#include "daskcaps/wire/handshake.h"
 
 namespace daskcaps::bridge {
 

@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/net/address.h"
+#include "daskcaps/net/address.h"
 
 namespace daskcaps::net::detail {
 

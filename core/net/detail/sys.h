@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/base/error.h"
+#include "daskcaps/base/error.h"
 
 namespace daskcaps::net::detail {
 

@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/base/bytes.h"
+#include "daskcaps/base/bytes.h"
 
 namespace daskcaps::pickle::detail {
 

@@ -39,10 +39,10 @@
 #include <span>
 #include <string_view>
 
-#include "core/base/byte_reader.h"
-#include "core/base/bytes.h"
-#include "core/base/result.h"
-#include "core/pickle/pickle.h"
+#include "daskcaps/base/byte_reader.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/pickle/pickle.h"
 
 namespace daskcaps::pickle {
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <string_view>
 
-#include "core/base/bytes.h"
-#include "core/base/result.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps::pickle::text {
 

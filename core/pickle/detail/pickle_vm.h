@@ -70,11 +70,11 @@
 #include <string_view>
 #include <vector>
 
-#include "core/base/bytes.h"
-#include "core/base/limits.h"
-#include "core/base/result.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/limits.h"
+#include "daskcaps/base/result.h"
 #include "core/pickle/detail/pickle_alloc.h"
-#include "core/pickle/pickle.h"
+#include "daskcaps/pickle/pickle.h"
 
 namespace daskcaps::pickle {
 

@@ -66,10 +66,10 @@
 #include <cstddef>
 #include <vector>
 
-#include "core/base/bytes.h"
-#include "core/base/limits.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/limits.h"
 #include "core/pickle/detail/pickle_vm.h"
-#include "core/base/result.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps::pickle {
 

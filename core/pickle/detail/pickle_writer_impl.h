@@ -29,10 +29,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/base/bytes.h"
-#include "core/base/error.h"
-#include "core/base/limits.h"
-#include "core/base/result.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/error.h"
+#include "daskcaps/base/limits.h"
+#include "daskcaps/base/result.h"
 #include "core/pickle/detail/pickle_alloc.h"
 #include "core/pickle/detail/pickle_ops.h"
 #include "core/pickle/detail/pickle_vm.h"

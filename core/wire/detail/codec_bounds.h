@@ -28,8 +28,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "core/base/error.h"
-#include "core/wire/codec.h"
+#include "daskcaps/base/error.h"
+#include "daskcaps/wire/codec.h"
 
 namespace daskcaps::detail {
 

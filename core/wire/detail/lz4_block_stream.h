@@ -32,8 +32,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/base/bytes.h"
-#include "core/base/result.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/result.h"
 #include "core/wire/detail/output_window.h"
 
 namespace daskcaps::detail {

@@ -16,7 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/base/bytes.h"
+#include "daskcaps/base/bytes.h"
 
 namespace daskcaps::detail {
 

@@ -20,9 +20,9 @@
 #include <cstdint>
 #include <memory>
 
-#include "core/base/bytes.h"
-#include "core/base/result.h"
-#include "core/wire/stream_codec.h"
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/wire/stream_codec.h"
 
 namespace daskcaps::detail {
 

@@ -1,4 +1,4 @@
-#include "core/base/byte_reader.h"
+#include "daskcaps/base/byte_reader.h"
 
 #include <doctest/doctest.h>
 

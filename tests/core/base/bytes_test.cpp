@@ -1,4 +1,4 @@
-#include "core/base/bytes.h"
+#include "daskcaps/base/bytes.h"
 
 #include <doctest/doctest.h>
 

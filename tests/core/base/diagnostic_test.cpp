@@ -1,4 +1,4 @@
-#include "core/base/diagnostic.h"
+#include "daskcaps/base/diagnostic.h"
 
 #include <doctest/doctest.h>
 

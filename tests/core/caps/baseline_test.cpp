@@ -1,10 +1,10 @@
-#include "core/caps/baseline.h"
+#include "daskcaps/caps/baseline.h"
 
 #include <doctest/doctest.h>
 
 #include <set>
 
-#include "core/caps/policy.h"
+#include "daskcaps/caps/policy.h"
 #include "support/gate_reports.h"
 
 using namespace daskcaps;

@@ -1,4 +1,4 @@
-#include "core/caps/caps_report.h"
+#include "daskcaps/caps/caps_report.h"
 
 #include <doctest/doctest.h>
 

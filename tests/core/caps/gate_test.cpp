@@ -1,4 +1,4 @@
-#include "core/caps/gate.h"
+#include "daskcaps/caps/gate.h"
 
 #include <doctest/doctest.h>
 

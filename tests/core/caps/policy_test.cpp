@@ -1,4 +1,4 @@
-#include "core/caps/policy.h"
+#include "daskcaps/caps/policy.h"
 
 #include <doctest/doctest.h>
 #include <unistd.h>

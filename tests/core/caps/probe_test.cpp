@@ -1,4 +1,4 @@
-#include "core/caps/probe.h"
+#include "daskcaps/caps/probe.h"
 
 #include <doctest/doctest.h>
 #include <sys/stat.h>
@@ -9,9 +9,9 @@
 #include <fstream>
 #include <string>
 
-#include "core/caps/gpu.h"
-#include "core/wire/msgpack.h"
-#include "core/caps/python_env.h"
+#include "daskcaps/caps/gpu.h"
+#include "daskcaps/wire/msgpack.h"
+#include "daskcaps/caps/python_env.h"
 #include "support/scoped_env.h"
 
 using namespace daskcaps;

@@ -1,4 +1,4 @@
-#include "core/caps/python_env.h"
+#include "daskcaps/caps/python_env.h"
 
 #include <doctest/doctest.h>
 #include <sys/stat.h>

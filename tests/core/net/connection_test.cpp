@@ -1,4 +1,4 @@
-#include "core/net/connection.h"
+#include "daskcaps/net/connection.h"
 
 #include <doctest/doctest.h>
 #include <malloc.h>
@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "core/net/loop.h"
-#include "core/net/rpc.h"
-#include "core/net/tls.h"
+#include "daskcaps/net/loop.h"
+#include "daskcaps/net/rpc.h"
+#include "daskcaps/net/tls.h"
 #include "support/dask_builder.h"
 #include "support/net_support.h"
 #include "support/tls_files.h"

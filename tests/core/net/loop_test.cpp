@@ -1,4 +1,4 @@
-#include "core/net/loop.h"
+#include "daskcaps/net/loop.h"
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/net/socket.h"
+#include "daskcaps/net/socket.h"
 #include "support/net_support.h"
 
 using namespace daskcaps;

@@ -1,8 +1,8 @@
-#include "core/net/net_server.h"
+#include "daskcaps/net/net_server.h"
 
 #include <doctest/doctest.h>
 
-#include "core/caps/caps.h"
+#include "daskcaps/caps/caps.h"
 #include "support/dask_builder.h"
 
 using namespace daskcaps;

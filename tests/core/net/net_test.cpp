@@ -1,6 +1,6 @@
-#include "core/net/address.h"
-#include "core/net/socket.h"
-#include "core/net/tls.h"
+#include "daskcaps/net/address.h"
+#include "daskcaps/net/socket.h"
+#include "daskcaps/net/tls.h"
 
 #include <doctest/doctest.h>
 #include <malloc.h>
@@ -11,10 +11,10 @@
 
 #include <thread>
 
-#include "core/caps/caps.h"
-#include "core/net/net_server.h"
-#include "core/net/rpc.h"
-#include "core/net/survey.h"
+#include "daskcaps/caps/caps.h"
+#include "daskcaps/net/net_server.h"
+#include "daskcaps/net/rpc.h"
+#include "daskcaps/net/survey.h"
 #include "support/dask_builder.h"
 #include "support/net_support.h"
 

@@ -1,8 +1,8 @@
-#include "core/net/rpc.h"
+#include "daskcaps/net/rpc.h"
 
 #include <doctest/doctest.h>
 
-#include "core/wire/frames.h"
+#include "daskcaps/wire/frames.h"
 #include "support/dask_builder.h"
 #include "support/prefixes.h"
 #include "support/scripted_transport.h"

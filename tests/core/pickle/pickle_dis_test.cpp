@@ -1,10 +1,10 @@
-#include "core/pickle/pickle_dis.h"
+#include "daskcaps/pickle/pickle_dis.h"
 
 #include <doctest/doctest.h>
 
 #include <string>
 
-#include "core/pickle/pickle.h"
+#include "daskcaps/pickle/pickle.h"
 #include "support/pickle_builder.h"
 #include "support/prefixes.h"
 

@@ -1,4 +1,4 @@
-#include "core/pickle/pickle.h"
+#include "daskcaps/pickle/pickle.h"
 
 #include <doctest/doctest.h>
 

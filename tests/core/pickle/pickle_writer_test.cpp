@@ -5,7 +5,7 @@
 #include <random>
 #include <string>
 
-#include "core/pickle/pickle.h"
+#include "daskcaps/pickle/pickle.h"
 #include "core/pickle/detail/pickle_ops.h"
 #include "support/pickle_builder.h"
 #include "support/pickle_corpus.h"

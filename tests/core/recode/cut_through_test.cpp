@@ -1,14 +1,14 @@
-#include "core/recode/cut_through.h"
+#include "daskcaps/recode/cut_through.h"
 
 #include <doctest/doctest.h>
 
 #include <optional>
 #include <random>
 
-#include "core/wire/assembler.h"
-#include "core/wire/codec.h"
-#include "core/wire/frames.h"
-#include "core/wire/message.h"
+#include "daskcaps/wire/assembler.h"
+#include "daskcaps/wire/codec.h"
+#include "daskcaps/wire/frames.h"
+#include "daskcaps/wire/message.h"
 #include "support/dask_builder.h"
 #include "support/test_bytes.h"
 

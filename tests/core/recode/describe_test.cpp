@@ -1,10 +1,10 @@
-#include "core/recode/describe.h"
+#include "daskcaps/recode/describe.h"
 
 #include <doctest/doctest.h>
 
-#include "core/pickle/pickle.h"
-#include "core/wire/codec.h"
-#include "core/wire/frames.h"
+#include "daskcaps/pickle/pickle.h"
+#include "daskcaps/wire/codec.h"
+#include "daskcaps/wire/frames.h"
 #include "support/dask_builder.h"
 #include "support/example_streams.h"
 #include "support/pickle_builder.h"

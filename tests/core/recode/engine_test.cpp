@@ -1,4 +1,4 @@
-#include "core/recode/engine.h"
+#include "daskcaps/recode/engine.h"
 
 #include <doctest/doctest.h>
 
@@ -9,9 +9,9 @@
 #include <random>
 #include <thread>
 
-#include "core/wire/codec.h"
-#include "core/wire/frames.h"
-#include "core/wire/message.h"
+#include "daskcaps/wire/codec.h"
+#include "daskcaps/wire/frames.h"
+#include "daskcaps/wire/message.h"
 #include "support/dask_builder.h"
 
 using namespace daskcaps;

@@ -1,9 +1,9 @@
-#include "core/recode/gpu_layout.h"
+#include "daskcaps/recode/gpu_layout.h"
 
 #include <doctest/doctest.h>
 
-#include "core/pickle/pickle.h"
-#include "core/wire/serialized.h"
+#include "daskcaps/pickle/pickle.h"
+#include "daskcaps/wire/serialized.h"
 #include "support/dask_builder.h"
 #include "support/example_streams.h"
 

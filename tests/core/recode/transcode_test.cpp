@@ -1,14 +1,14 @@
-#include "core/recode/transcode.h"
+#include "daskcaps/recode/transcode.h"
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <random>
 
-#include "core/pickle/pickle.h"
-#include "core/recode/gpu_layout.h"
-#include "core/wire/codec.h"
-#include "core/wire/message.h"
+#include "daskcaps/pickle/pickle.h"
+#include "daskcaps/recode/gpu_layout.h"
+#include "daskcaps/wire/codec.h"
+#include "daskcaps/wire/message.h"
 #include "support/dask_builder.h"
 #include "support/example_streams.h"
 #include "support/pickle_builder.h"

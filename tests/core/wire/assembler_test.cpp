@@ -1,4 +1,4 @@
-#include "core/wire/assembler.h"
+#include "daskcaps/wire/assembler.h"
 
 #include <doctest/doctest.h>
 
@@ -6,8 +6,8 @@
 #include <random>
 #include <set>
 
-#include "core/base/byte_writer.h"
-#include "core/wire/frames.h"
+#include "daskcaps/base/byte_writer.h"
+#include "daskcaps/wire/frames.h"
 #include "support/dask_builder.h"
 
 using namespace daskcaps;

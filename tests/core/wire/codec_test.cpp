@@ -1,4 +1,4 @@
-#include "core/wire/codec.h"
+#include "daskcaps/wire/codec.h"
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-#include "core/wire/frames.h"
+#include "daskcaps/wire/frames.h"
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-#include "core/wire/message.h"
+#include "daskcaps/wire/message.h"
 
 #include <doctest/doctest.h>
 

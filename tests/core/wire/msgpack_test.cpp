@@ -1,4 +1,4 @@
-#include "core/wire/msgpack.h"
+#include "daskcaps/wire/msgpack.h"
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-#include "core/wire/serialized.h"
+#include "daskcaps/wire/serialized.h"
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-#include "core/wire/stream_codec.h"
+#include "daskcaps/wire/stream_codec.h"
 
 #include <doctest/doctest.h>
 #include <zlib.h>
@@ -10,7 +10,7 @@
 #include <random>
 #include <string>
 
-#include "core/wire/codec.h"
+#include "daskcaps/wire/codec.h"
 #include "support/net_support.h"
 #include "support/test_bytes.h"
 
