@@ -184,6 +184,11 @@ def check_library(prefix, binary, version):
             fail("%s: exports a symbol outside the namespace daskcaps: %s" % (real, name))
         if PRIVATE.search(plain):
             fail("%s: exports an internal of a detail/ source: %s" % (real, name))
+    # A public polymorphic class: a program that derives from it, or that
+    # UBSan's vptr check compiles, needs its vtable and typeinfo.
+    for want in ("vtable for daskcaps::formats::MessageSource", "typeinfo for daskcaps::formats::MessageSource"):
+        if not any(line.split(" ", 2)[2].split("@")[0] == want for line in syms):
+            fail("%s does not export %s" % (real, want))
     print("OK: %s (SONAME %s) exports %d symbols, all daskcaps::, under %s" % (
         os.path.relpath(real, prefix), soname, len(syms), node[2:]))
 

@@ -6,7 +6,8 @@ against what the CLI says of the same input.
 copied out of the source tree and built four ways against that prefix:
 CMake with find_package(daskcaps CONFIG) linking daskcaps::daskcaps (the
 shared library) and daskcaps::daskcaps_static, and pkg-config (one object,
-linked with `--libs` and with `--static --libs`). Checked on each build:
+linked with `--libs` and with `--static --libs`); find_package(daskcaps 0.1)
+finds the package and a request for 0.2 does not. Checked on each build:
 the package came from the prefix (no package registry, no build tree), no
 compile command names the source or build tree, and the shared builds load
 libdaskcaps.so.<SOVERSION> from the prefix while the static ones need no
@@ -94,6 +95,23 @@ def cmake_build(inst, src, work, static):
                 if os.path.realpath(tree) in entry["command"] or tree in entry["command"]:
                     fail("the example's compile command names %s: %s" % (tree, entry["command"]))
     return os.path.join(build, "recode_capture"), found.group(1)
+
+
+def check_version_request(inst, work, version):
+    """find_package(daskcaps X.Y CONFIG): this minor version is found, the next is not."""
+    major, minor, _ = version.split(".")
+    for want, ok in (("%s.%s" % (major, minor), True), ("%s.%d" % (major, int(minor) + 1), False)):
+        src = os.path.join(work, "want-" + want)
+        os.makedirs(src)
+        with open(os.path.join(src, "CMakeLists.txt"), "w") as f:
+            f.write("cmake_minimum_required(VERSION 3.20)\nproject(want LANGUAGES CXX)\n"
+                    "find_package(daskcaps %s CONFIG)\nif(NOT daskcaps_FOUND)\n"
+                    "  message(FATAL_ERROR \"not found\")\nendif()\n" % want)
+        r = run([CMAKE, "-S", src, "-B", os.path.join(src, "build"), "-DCMAKE_CXX_COMPILER=" + CXX,
+                 "-DCMAKE_PREFIX_PATH=" + inst.prefix, "-DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF"])
+        if (r.returncode == 0) != ok:
+            fail("find_package(daskcaps %s) with %s installed: exit %d, expected it to %s\n%s%s" %
+                 (want, version, r.returncode, "succeed" if ok else "fail", r.stdout, r.stderr))
 
 
 def pkgconfig_builds(inst, src, work):
@@ -208,6 +226,7 @@ def main():
 
         cmake_shared, version = cmake_build(inst, src, work, static=False)
         cmake_static, _ = cmake_build(inst, src, work, static=True)
+        check_version_request(inst, work, version)
         pc_shared, pc_static, pc_version = pkgconfig_builds(inst, src, work)
         if pc_version != version:
             fail("pkg-config says version %s, the CMake package %s" % (pc_version, version))
