@@ -48,10 +48,12 @@
 //
 // Worker addresses: the scheduler tells the client its workers' real
 // addresses. Gather and scatter through the scheduler (Dask's default for a
-// client outside the cluster) work through the bridge alone; a client that
-// asks for direct transfers ("who_has" before a direct gather,
-// "ncores_running" before a direct scatter) would connect to the workers
-// past the bridge: the bridge logs a warning for that session.
+// client outside the cluster) work through the bridge alone; direct
+// transfers connect to the workers past the bridge. The bridge cannot know
+// what a client will do next: when a client sends an op that Dask clients
+// send before a direct transfer ("who_has" before a direct gather,
+// "ncores_running" before a direct scatter; client.who_has() sends it
+// too), it logs that it saw it, as info, once per client connection.
 #pragma once
 
 #include <chrono>

@@ -15,6 +15,29 @@ bool contains(ByteSpan hay, std::string_view needle) {
   return hay.size() >= needle.size() && ::memmem(hay.data(), hay.size(), needle.data(), needle.size()) != nullptr;
 }
 
+// The op of a client's message when it is one that Dask clients send before
+// a direct transfer to or from workers (who_has before a direct gather,
+// ncores_running before a direct scatter); frame 0 is decoded only when it
+// holds one of the names.
+std::optional<std::string> direct_transfer_op(const Bytes& frame0, const Limits& limits) {
+  static constexpr std::string_view kOps[] = {"who_has", "ncores_running"};
+  if (!contains(frame0.span(), kOps[0]) && !contains(frame0.span(), kOps[1])) return std::nullopt;
+  auto root = msgpack::decode_all(frame0.span(), limits);
+  if (!root) return std::nullopt;
+  auto named = [&](const msgpack::Value& m) -> std::optional<std::string> {
+    const msgpack::Value* op = m.find("op");
+    if (op == nullptr || !op->is_str()) return std::nullopt;
+    for (std::string_view k : kOps)
+      if (op->as_str() == k) return std::string(k);
+    return std::nullopt;
+  };
+  if (root->is_map()) return named(*root);
+  if (root->is_array())
+    for (const msgpack::Value& m : root->as_array())
+      if (auto op = m.is_map() ? named(m) : std::nullopt) return op;
+  return std::nullopt;
+}
+
 // The codec a handshake asks to be written in: its named codec when this
 // build has it, else none.
 Codec advertised_codec(const Handshake& h) {
@@ -180,12 +203,13 @@ void Session::process_messages(Side& s) {
       if (!take_handshake(s, std::move(msg))) return;
       continue;
     }
-    if (s.leg == Leg::client && !warned_direct_ && !msg.frames.empty() &&
-        (contains(msg.frames[0].span(), "who_has") || contains(msg.frames[0].span(), "ncores_running"))) {
-      warned_direct_ = true;
-      log("warning: the client asks for direct transfers (who_has/ncores_running): it will connect to the "
-          "workers' own addresses, past the bridge; gather and scatter through the scheduler instead "
-          "(Client(direct_to_workers=False), the default outside the cluster)");
+    if (s.leg == Leg::client && !noted_direct_ && !msg.frames.empty()) {
+      if (auto op = direct_transfer_op(msg.frames[0], bridge_.options_.recode.limits)) {
+        noted_direct_ = true;
+        log("info: the client sent " + *op + "; Dask clients send it before they move data to or from workers "
+            "directly (direct_to_workers=True, scatter(direct=True)), and such transfers go to the workers' own "
+            "addresses, not through this bridge");
+      }
     }
     RecodeEngine::Input in;
     in.tag = s.read_index;

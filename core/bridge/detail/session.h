@@ -119,7 +119,7 @@ class Session {
   Side upstream_;
   State state_ = State::handshakes;
   net::Timer handshake_timer_;
-  bool warned_direct_ = false;
+  bool noted_direct_ = false;  // the client sent who_has or ncores_running (logged once)
   bool failed_ = false;
   bool done_ = false;
   std::string to_client_plan_, to_upstream_plan_;
