@@ -491,6 +491,52 @@ def error_stream(path):
     return [label for label, _ in labelled]
 
 
+def small_dumps_stream(path):
+    """Frames of Dask's own dumps() for small messages (after
+    distributed/protocol/tests/test_protocol.py: test_protocol,
+    test_dumps_loads_Serialize(d), test_loads_deserialize_False, and the
+    families a message carries: dask, pickle with and without out-of-band
+    buffers, msgpack, collections, ToPickle, numpy object arrays, an error),
+    every frame under Dask's compression threshold and every pickle at
+    protocol 5, as a raw stream with a handshake at `path`. Returns labels."""
+    import msgpack
+    import numpy as np
+    from distributed.core import error_message
+    from distributed.protocol import Serialize, Serialized, dumps, serialize, to_serialize
+    from distributed.protocol.serialize import ToPickle
+
+    def wire(frames):
+        frames = [bytes(memoryview(f).cast("B")) if not isinstance(f, bytes) else f for f in frames]
+        prelude = struct.pack(f"<Q{len(frames)}Q", len(frames), *map(len, frames))
+        return struct.pack("<Q", len(prelude) + sum(map(len, frames))) + prelude + b"".join(frames)
+
+    try:
+        raise ValueError("small")
+    except ValueError as e:
+        err = error_message(e)
+    labelled = [
+        ("protocol 1", dumps(1)), ("protocol a", dumps("a")), ("protocol {x: b''}", dumps({"x": b""})),
+        ("Serialized(123)", dumps({"x": 1, "data": Serialized(*serialize(123))})),
+        ("Serialize(123)", dumps({"x": 1, "data": Serialize(123)})),
+        ("status OK", dumps({"data": Serialize(123), "status": "OK"})),
+        ("bytes", dumps({"op": "echo", "data": to_serialize(b"hello")})),
+        ("numpy", dumps({"op": "echo", "data": to_serialize(np.arange(5))})),
+        ("numpy F order", dumps({"x": to_serialize(np.asfortranarray(np.ones((3, 2), dtype="f4")))})),
+        ("numpy object", dumps({"x": to_serialize(np.array([1, "x"], dtype=object))})),
+        ("pickle family", dumps({"x": to_serialize({"a": [1, 2]})}, serializers=["pickle"])),
+        ("pickle buffers", dumps({"x": to_serialize(np.arange(6))}, serializers=["pickle"])),
+        ("msgpack family", dumps({"x": to_serialize([1, "b"])}, serializers=["msgpack"])),
+        ("list collection", dumps({"x": to_serialize([1, b"2", np.arange(3)])})),
+        ("dict collection", dumps({"x": to_serialize({"a": np.ones(2), "b": "c"})})),
+        ("ToPickle", dumps({"x": ToPickle(np.arange(4)), "y": ToPickle({"k": 1})})),
+        ("error", dumps(err)),
+    ]
+    hs = wire([msgpack.dumps({"compression": None, "python": list(sys.version_info[:3]), "pickle-protocol": 5})])
+    with open(path, "wb") as f:
+        f.write(hs + b"".join(wire(frames) for _, frames in labelled))
+    return [label for label, _ in labelled]
+
+
 # ---- the loop -----------------------------------------------------------
 
 def _serve():
