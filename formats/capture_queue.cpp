@@ -1,6 +1,7 @@
 #include "daskcaps/formats/capture_queue.h"
 
 #include <array>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -24,6 +25,13 @@ struct Item {
   double ts = 0;
 };
 
+// The writer wakes for a batch, not for every piece: when bytes first
+// wait, it lets them gather for up to kGatherDelay or until kWakeBytes are
+// queued, then writes everything queued (a wake-up per piece cost the loop's
+// host thousands of context switches per large message).
+constexpr std::size_t kWakeBytes = std::size_t{4} << 20;
+constexpr std::chrono::milliseconds kGatherDelay{20};
+
 }  // namespace
 
 struct CaptureQueue::State {
@@ -40,7 +48,7 @@ struct CaptureQueue::State {
   std::vector<std::array<bool, 2>> dropping;  // per flow and direction: until the next message start
   Dropped dropped;
   bool notice = false;
-  bool writing = false, stop = false, failed = false;
+  bool writing = false, stop = false, flush = false, failed = false;
   std::optional<Error> error;
 };
 
@@ -72,6 +80,7 @@ CaptureQueue::~CaptureQueue() {
 CaptureQueue::FlowId CaptureQueue::open_flow(std::string client, std::string server, double ts) {
   State& s = *state_;
   FlowId id;
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     id = s.next_flow++;
@@ -82,9 +91,10 @@ CaptureQueue::FlowId CaptureQueue::open_flow(std::string client, std::string ser
     it.client = std::move(client);
     it.server = std::move(server);
     it.ts = ts;
+    wake = s.queue.empty();
     s.queue.push_back(std::move(it));
   }
-  s.wake.notify_one();
+  if (wake) s.wake.notify_one();
   return id;
 }
 
@@ -93,9 +103,11 @@ bool CaptureQueue::write(FlowId flow, bool from_client, std::span<const Bytes> p
   std::uint64_t bytes = 0;
   for (const Bytes& b : pieces) bytes += b.size();
   if (bytes == 0) return true;
-  bool taken;
+  bool taken, wake;
   {
     std::lock_guard<std::mutex> lock(s.mu);
+    const std::size_t before = s.queued_bytes;
+    wake = s.queue.empty();
     if (flow >= s.dropping.size()) return false;
     bool& dropping = s.dropping[flow][from_client ? 0 : 1];
     // A piece larger than the bound is taken when nothing waits: the bytes
@@ -114,6 +126,7 @@ bool CaptureQueue::write(FlowId flow, bool from_client, std::span<const Bytes> p
       it.ts = ts;
       s.queued_bytes += bytes;
       s.queue.push_back(std::move(it));
+      wake = wake || (before < kWakeBytes && s.queued_bytes >= kWakeBytes);
     } else {
       if (!dropping) s.notice = true;
       dropping = true;
@@ -133,27 +146,31 @@ bool CaptureQueue::write(FlowId flow, bool from_client, std::span<const Bytes> p
       }
     }
   }
-  s.wake.notify_one();
+  if (wake) s.wake.notify_one();
   return taken;
 }
 
 void CaptureQueue::close_flow(FlowId flow, double ts) {
   State& s = *state_;
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     Item it;
     it.kind = Kind::close;
     it.flow = flow;
     it.ts = ts;
+    wake = s.queue.empty();
     s.queue.push_back(std::move(it));
   }
-  s.wake.notify_one();
+  if (wake) s.wake.notify_one();
 }
 
 Status CaptureQueue::finish(double ts) {
   State& s = *state_;
   {
     std::unique_lock<std::mutex> lock(s.mu);
+    s.flush = true;
+    s.wake.notify_all();
     s.idle.wait(lock, [&] { return s.queue.empty() && !s.writing; });
     s.stop = true;
   }
@@ -186,8 +203,14 @@ void CaptureQueue::run(std::shared_ptr<State> state) {
   State& s = *state;
   std::unique_lock<std::mutex> lock(s.mu);
   for (;;) {
-    s.wake.wait(lock, [&] { return s.stop || !s.queue.empty(); });
-    if (s.queue.empty()) return;  // stopped, everything written
+    if (s.queue.empty()) {
+      s.idle.notify_all();
+      s.wake.wait(lock, [&] { return s.stop || !s.queue.empty(); });
+      if (s.queue.empty()) return;  // stopped, everything written
+      // A batch gathers (see kWakeBytes).
+      s.wake.wait_for(lock, kGatherDelay,
+                      [&] { return s.stop || s.flush || s.queued_bytes >= kWakeBytes; });
+    }
     Item it = std::move(s.queue.front());
     s.queue.pop_front();
     s.writing = true;
@@ -231,7 +254,6 @@ void CaptureQueue::run(std::shared_ptr<State> state) {
       s.error = st.error();
       s.notice = true;
     }
-    if (s.queue.empty()) s.idle.notify_all();
   }
 }
 
