@@ -152,7 +152,9 @@ TEST_CASE("transcode: the exception and traceback of every error shape go to the
        }()},
       {"log-event", arr({map({{"op", str("log-event")}, {"topic", str("worker-fail-hard")}, {"msg", error_dict("error")}})})},
   };
-  for (const auto& [name, root] : shapes) {
+  for (const auto& shape : shapes) {
+    const char* name = shape.first;  // (clang 14: no structured binding in CAPTURE's lambda)
+    const Value& root = shape.second;
     CAPTURE(name);
     Message m = message_of(root, error_frames());
     TranscodeReport rep;
@@ -204,7 +206,9 @@ TEST_CASE("transcode: a user's bytes that start with \\x80\\x05 are data and pas
          return d;
        }()},
   };
-  for (const auto& [name, root] : shapes) {
+  for (const auto& shape : shapes) {
+    const char* name = shape.first;  // (clang 14: no structured binding in CAPTURE's lambda)
+    const Value& root = shape.second;
     CAPTURE(name);
     std::vector<Buffer> objects;
     if (root.find("traceback") != nullptr) objects = error_frames();
