@@ -115,7 +115,7 @@ class Observer final : public bridge::BridgeObserver {
       // Before the session's addresses are known (the handshakes): copied
       // and kept until on_session.
       Buffer all;
-      for (const Bytes& p : pieces) append_bytes(all, p.data(), p.size());
+      for (const Bytes& p : pieces) all.append(p.span());
       early_[session].push_back(Early{leg, flow, Bytes(std::move(all)), now_seconds()});
       return;
     }

@@ -212,8 +212,8 @@ Status PcapngWriter::packet(Flow& f, int from, std::uint8_t flags, std::span<con
   p.clear();
   // Ethernet.
   const std::uint8_t mac_a[6] = {0x02, 0, 0, 0, 0, 0x01}, mac_b[6] = {0x02, 0, 0, 0, 0, 0x02};
-  p.insert(p.end(), from == 0 ? mac_b : mac_a, (from == 0 ? mac_b : mac_a) + 6);  // destination
-  p.insert(p.end(), from == 0 ? mac_a : mac_b, (from == 0 ? mac_a : mac_b) + 6);  // source
+  p.append(from == 0 ? mac_b : mac_a, 6);  // destination
+  p.append(from == 0 ? mac_a : mac_b, 6);  // source
   put16be(p, v6 ? 0x86DD : 0x0800);
   const std::size_t ip_at = p.size();
   if (v6) {
@@ -221,8 +221,8 @@ Status PcapngWriter::packet(Flow& f, int from, std::uint8_t flags, std::span<con
     put16be(p, static_cast<std::uint16_t>(tcp_length));
     p.push_back(6);   // next header: TCP
     p.push_back(64);  // hop limit
-    p.insert(p.end(), src.ip.begin(), src.ip.end());
-    p.insert(p.end(), dst.ip.begin(), dst.ip.end());
+    p.append(src.ip.data(), src.ip.size());
+    p.append(dst.ip.data(), dst.ip.size());
   } else {
     p.push_back(0x45);
     p.push_back(0);
@@ -232,8 +232,8 @@ Status PcapngWriter::packet(Flow& f, int from, std::uint8_t flags, std::span<con
     p.push_back(64);
     p.push_back(6);
     put16be(p, 0);  // checksum, below
-    p.insert(p.end(), src.ip.begin(), src.ip.begin() + 4);
-    p.insert(p.end(), dst.ip.begin(), dst.ip.begin() + 4);
+    p.append(src.ip.data(), 4);
+    p.append(dst.ip.data(), 4);
     Checksum c;
     c.add(ByteSpan(p).subspan(ip_at, 20));
     const std::uint16_t sum = c.value();
@@ -294,11 +294,11 @@ Status PcapngWriter::packet(Flow& f, int from, std::uint8_t flags, std::span<con
     for (int k = 0; k < 4; ++k) head[4 * i + k] = static_cast<std::uint8_t>(fields[i] >> (8 * k));
   const std::uint8_t tail[4 + 3] = {0, 0, 0, static_cast<std::uint8_t>(block), static_cast<std::uint8_t>(block >> 8),
                                     static_cast<std::uint8_t>(block >> 16), static_cast<std::uint8_t>(block >> 24)};
-  append_bytes(pending_, head, sizeof head);
-  append_bytes(pending_, p.data(), p.size());
-  for (ByteSpan b : payload) append_bytes(pending_, b.data(), b.size());
+  pending_.append(head, sizeof head);
+  pending_.append(p);
+  for (ByteSpan b : payload) pending_.append(b);
   // The padding (zeros, up to 3 bytes) and the block length again.
-  append_bytes(pending_, tail + (3 - (padded - packet_size)), (padded - packet_size) + 4);
+  pending_.append(tail + (3 - (padded - packet_size)), (padded - packet_size) + 4);
   ++packets_;
   return pending_.size() >= kFlushBytes ? flush() : Status{};
 }

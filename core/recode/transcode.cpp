@@ -99,6 +99,7 @@ class ObjectRecoder {
     PickleCache& cache = pickle_cache();
     const bool cacheable = pickled.size() <= PickleCache::kMaxPickleBytes;
     if (cacheable) {
+      // (changed() takes a copy: the cache keeps its own)
       if (const Buffer* hit = cache.find(pickled, ro, opt_.limits)) return changed(*hit);
     }
     auto r = pickle::recode(pickled, {}, ro, opt_.limits);
@@ -415,8 +416,7 @@ class ObjectRecoder {
       if (!out) return std::move(out).error();
       if (*out) {
         pickle_same = false;
-        const Bytes& p = (**out)[0];
-        *po = Value::bin(Buffer(p.data(), p.data() + p.size()));
+        *po = Value::bin(Buffer((**out)[0].span()));
         frames.assign((**out).begin() + 1, (**out).end());
       }
     }
