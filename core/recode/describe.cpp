@@ -1,9 +1,11 @@
 #include "daskcaps/recode/describe.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "daskcaps/pickle/pickle.h"
+#include "daskcaps/recode/error_pickles.h"
 
 namespace daskcaps {
 
@@ -209,7 +211,8 @@ void problem(ObjectReport& out, DiagnosticKind kind, const Error& e, std::uint64
   out.problems.push_back(std::move(d));
 }
 
-ObjectReport describe_object(const Message& message, const SubObject& obj, const DescribeOptions& options) {
+ObjectReport describe_object(const SubObject& obj, std::optional<ErrorPart> error_part,
+                             const DescribeOptions& options) {
   ObjectReport out;
   out.path = obj.path;
   out.placeholder = std::string(placeholder_key(obj.kind));
@@ -294,12 +297,10 @@ ObjectReport describe_object(const Message& message, const SubObject& obj, const
   }
   describe_header(obj.header, merged ? &*merged : nullptr, out, options, data_base, obj.header_offset);
 
-  // Exceptions in error replies are pickles sent as `bytes` (spec §7.5).
-  const msgpack::Value* status = message.root.find("status");
-  if (merged && !merged->empty() && status != nullptr && status->is_str() &&
-      status->as_str() == "uncaught-error" && (obj.path == "exception" || obj.path == "traceback") &&
-      out.type.value_or("") == "bytes")
-    add_pickle(out, obj.path + " pickle", (*merged)[0], options, data_base);
+  // The exceptions and tracebacks of error messages are pickles sent as
+  // `bytes` (core/recode/error_pickles.h).
+  if (merged && !merged->empty() && error_part)
+    add_pickle(out, std::string(to_string(*error_part)) + " pickle", (*merged)[0], options, data_base);
   finish_pickles(out);
   return out;
 }
@@ -368,8 +369,14 @@ MessageReport describe_message(const Message& message, const DescribeOptions& op
     auto h = handshake_from_msgpack(message.root);
     if (h) r.handshake = std::move(*h);
   }
-  for (const SubObject& obj : message.objects) r.objects.push_back(describe_object(message, obj, options));
+  std::map<std::size_t, ErrorPart> errors;
+  for (const auto& [frame, part] : error_objects(message)) errors.emplace(frame, part);
+  for (const SubObject& obj : message.objects) {
+    auto it = errors.find(obj.header_frame);
+    r.objects.push_back(describe_object(obj, it == errors.end() ? std::nullopt : std::optional(it->second), options));
+  }
   r.loose_frames = message.loose_frames;
+  r.errors = describe_errors(message, options);
   return r;
 }
 
