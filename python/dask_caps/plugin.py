@@ -43,6 +43,7 @@ import sys
 
 import dask
 import dask.config
+import dask.utils
 from distributed import protocol as _protocol
 from distributed.comm import core as _comm_core
 from distributed.protocol import compression as _compression
@@ -288,7 +289,7 @@ def _plain_peer(remote: dict) -> Peer:
 class Plan:
     """How to recode what this side writes on one connection (None: keep)."""
 
-    __slots__ = ("codec", "accept", "pickle_protocol", "layout", "peer_address")
+    __slots__ = ("codec", "accept", "pickle_protocol", "layout", "peer_address", "shard_bytes")
 
     def __init__(self, codec, accept, pickle_protocol, layout, peer_address):
         self.codec = codec                      # None: keep every frame's codec; False: raw; a name
@@ -296,6 +297,8 @@ class Plan:
         self.pickle_protocol = pickle_protocol  # None: keep
         self.layout = layout                    # None or "cpu"
         self.peer_address = peer_address
+        # Dask's shard size, for a dumps called without frame_split_size
+        self.shard_bytes = int(dask.utils.parse_bytes(dask.config.get("distributed.comm.shard", default="64MiB")))
 
     def describe(self) -> str:
         parts = []
@@ -407,9 +410,7 @@ def _dumps(msg, *args, **kwargs):
     if plan is None or (len(frames) < 2 and plan.pickle_protocol is None):
         return frames
     shard = kwargs.get("frame_split_size") if len(args) < 4 else args[3]
-    if not shard:
-        shard = dask.utils.parse_bytes(dask.config.get("distributed.comm.shard", default="64MiB"))
-    return plan.recode(frames, int(shard))
+    return plan.recode(frames, shard or plan.shard_bytes)
 
 
 def install() -> None:

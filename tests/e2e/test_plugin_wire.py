@@ -12,7 +12,10 @@ its get_data for the client's gather, worker to scheduler, and an echo of
 2.4 MB the scheduler sends, scheduler to worker, run on the scheduler through
 client.run_on_scheduler), and `dask-caps inspect --json` reads the capture:
 raw frames only without the plugin; with it zstd frames from the worker, lz4
-frames from the scheduler, and both handshakes carrying "capabilities".
+frames from the scheduler, and both handshakes carrying "capabilities";
+with it on the worker alone, the worker writes the scheduler's lz4 (the
+second codec of its list, the one the plain scheduler advertises) and the
+scheduler, by Dask's rule, raw.
 
 Needs root and tcpdump; skipped otherwise.
 """
@@ -93,7 +96,7 @@ class CodecChoiceOnTheWire:
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def record(self, label: str, plugin: bool) -> dict:
+    def record(self, label: str, scheduler_plugin: bool, worker_plugin: bool) -> dict:
         """One run, captured; the capture as `inspect --json` reads it."""
         sched_port = free_port("127.0.0.2")
         worker_port = free_port("127.0.0.3")
@@ -106,12 +109,12 @@ class CodecChoiceOnTheWire:
         try:
             _wait_for_text(td_log, "listening on", td, 30)
             with DaskCluster(self.dask) as cluster:
-                preload = pluginsupport.PRELOAD if plugin else []
                 sched = cluster.start_scheduler(
                     env=pluginsupport.env(DASK_DISTRIBUTED__COMM__COMPRESSION="lz4"), host="127.0.0.2",
-                    extra_args=["--port", str(sched_port), *preload])
+                    extra_args=["--port", str(sched_port), *(pluginsupport.PRELOAD if scheduler_plugin else [])])
                 cluster.start_worker(sched, "w1", env=pluginsupport.env(DASK_DISTRIBUTED__COMM__COMPRESSION="zstd"),
-                                     host="127.0.0.3", extra_args=["--worker-port", str(worker_port), *preload])
+                                     host="127.0.0.3", extra_args=["--worker-port", str(worker_port),
+                                                                   *(pluginsupport.PRELOAD if worker_plugin else [])])
                 cluster.wait_for_workers(sched, 1)
                 worker = next(p for p in cluster.processes if p.kind == "worker")
                 out = subprocess.run([self.dask.python, "-c", CLIENT, sched.address, worker.address, str(N)],
@@ -127,7 +130,7 @@ class CodecChoiceOnTheWire:
         return json.loads(p.stdout)
 
     def test_without_the_plugin_everything_between_them_is_raw(self):
-        doc = self.record("plain", plugin=False)
+        doc = self.record("plain", False, False)
         self.assertTrue(doc["connections"], doc)
         for c in doc["connections"]:
             for side in ("client", "server"):
@@ -138,7 +141,7 @@ class CodecChoiceOnTheWire:
         self.assertEqual(codecs.get("client_to_server"), {None}, codecs)
 
     def test_with_the_plugin_each_side_writes_its_own_first_codec(self):
-        doc = self.record("plugin", plugin=True)
+        doc = self.record("plugin", True, True)
         self.assertTrue(doc["connections"], doc)
         for c in doc["connections"]:
             scheduler_side, worker_side = c["handshake"]["client"], c["handshake"]["server"]
@@ -160,6 +163,18 @@ class CodecChoiceOnTheWire:
                                     r"writing zstd \(Dask: None\)")
         self.assertRegex(self.logs, r"dask-caps: tcp://127\.0\.0\.1:\d+ -> tcp://127\.0\.0\.3:\d+: .*"
                                     r"writing lz4 \(Dask: None\)")
+
+    def test_with_the_plugin_on_the_worker_alone_it_writes_the_schedulers_codec(self):
+        doc = self.record("worker-only", False, True)
+        for c in doc["connections"]:
+            self.assertNotIn("capabilities", c["handshake"]["client"], c)
+            self.assertIn("capabilities", c["handshake"]["server"], c)
+        codecs = frame_codecs(doc)
+        # The worker writes what the plain scheduler advertised (lz4, second
+        # in its own list); the scheduler, by Dask's rule, raw.
+        self.assertIn("lz4", codecs.get("server_to_client", set()), codecs)
+        self.assertNotIn("zstd", codecs.get("server_to_client", set()), codecs)
+        self.assertEqual(codecs.get("client_to_server"), {None}, codecs)
 
 
 if __name__ == "__main__":
