@@ -30,6 +30,7 @@ Json peer_capabilities_json(const Peer& p) {
   c["max-pickle-protocol"] = p.max_pickle_protocol;
   c["gpu"] = p.gpu ? Json(*p.gpu) : Json(nullptr);
   c["source"] = p.published ? "published" : "inferred";
+  if (!p.published_by.empty()) c["published-by"] = "dask-caps " + p.published_by;
   return c;
 }
 
@@ -274,6 +275,7 @@ void render_check_text(const Report& rep, std::ostream& out, const gate::Gate& g
     for (const auto& c : p.codecs) s += " " + c;
     if (p.codecs.empty()) s += " none";
     if (p.gpu) s += *p.gpu ? ", GPU" : ", no GPU";
+    if (!p.published_by.empty()) s += ", published by dask-caps " + p.published_by;
     return s;
   };
 

@@ -277,6 +277,7 @@ Peer peer_from_live(std::string name, std::string role, std::string host,
     p.max_pickle_protocol = published->max_pickle_protocol;
     p.gpu = published->gpu;
     p.published = true;
+    p.published_by = published->dask_caps;
     return p;
   }
 

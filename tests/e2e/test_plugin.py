@@ -28,7 +28,9 @@ Each case must fail without the plugin (asserted) and work with it.
 """
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import unittest
 
@@ -37,12 +39,14 @@ sys.path.insert(0, HERE)
 
 import daskversions  # noqa: E402
 import pluginsupport  # noqa: E402
+import schemacheck  # noqa: E402
 from daskcluster import DaskCluster  # noqa: E402
 
 N = 300_000  # float64 elements: 2.4 MB, which lz4 compresses
 EXPECTED_SUM = float(sum((i + 1) * 1.5 for i in range(N)))
 LZ4 = {"DASK_DISTRIBUTED__COMM__COMPRESSION": "lz4"}
 MISSING = pluginsupport.missing()
+DASK_CAPS = os.environ.get("DASK_CAPS") or os.path.join(HERE, "..", "..", "build", "dask-caps")
 
 FAILURES = {
     "nolz4": "KeyError: 'lz4'",
@@ -141,6 +145,27 @@ class PluginFixesTheThreeFailures:
             with self.subTest(cluster=cluster):
                 got = self.run_client("plain", cluster, plugin=False)
                 self.assert_works(got, "plain", f"cluster {cluster}")
+
+    def test_check_shows_what_a_scheduler_with_the_plugin_published(self):
+        def check(cluster, *flags):
+            p = subprocess.run([DASK_CAPS, "check", *flags, self.scheds[cluster].address], capture_output=True,
+                               text=True, timeout=120)
+            self.assertIn(p.returncode, (0, 1), p.stderr)
+            return p.stdout
+        doc = json.loads(check("all", "--json"))
+        schemacheck.validate(doc, "check --json of a scheduler with the plugin")
+        [ep] = doc["endpoints"]
+        caps = ep["capabilities"]
+        self.assertEqual(caps["source"], "published", ep)
+        self.assertRegex(caps["published-by"], r"^dask-caps \d+\.\d+")
+        self.assertEqual(caps["codecs"][0], "lz4")
+        self.assertEqual(sorted(caps["codecs"]), ["lz4", "snappy", "zlib", "zstd"])
+        self.assertEqual(ep["handshake"]["capabilities"]["role"], "scheduler")
+        self.assertIn(", published by dask-caps ", check("all"))
+        plain = json.loads(check("plain", "--json"))["endpoints"][0]
+        self.assertEqual(plain["capabilities"]["source"], "inferred", plain)
+        self.assertNotIn("published-by", plain["capabilities"])
+        self.assertNotIn("capabilities", plain["handshake"])
 
 
 if __name__ == "__main__":
