@@ -94,28 +94,6 @@ Result<GpuDevice> device_from_json(const OrderedJson& v, std::string_view where,
   return d;
 }
 
-Result<Capabilities> capabilities_from_json(const OrderedJson& v, std::string_view where,
-                                            Capabilities defaults) {
-  if (!v.is_object()) return wrong_type(where, "an object", v);
-  Capabilities c = std::move(defaults);
-  if (const OrderedJson* m = present(v, "codecs")) {
-    auto l = string_list(*m, child(where, "codecs"));
-    if (!l) return std::move(l).error();
-    c.codecs = std::move(*l);
-  }
-  if (const OrderedJson* m = present(v, "max-pickle-protocol")) {
-    auto i = as_int64(*m, child(where, "max-pickle-protocol"));
-    if (!i) return std::move(i).error();
-    c.max_pickle_protocol = *i;
-  }
-  if (const OrderedJson* m = present(v, "gpu")) {
-    auto b = as_bool(*m, child(where, "gpu"));
-    if (!b) return std::move(b).error();
-    c.gpu = *b;
-  }
-  return c;
-}
-
 // "dask-caps.probe/1" -> 1; nullopt for another kind of document.
 std::optional<std::string> probe_schema_version(std::string_view schema) {
   constexpr std::string_view kPrefix = "dask-caps.probe/";
@@ -220,6 +198,28 @@ OrderedJson probe_to_json(const HostProbe& probe) {
 
 std::string probe_to_json_text(const HostProbe& probe) {
   return probe_to_json(probe).dump(2, ' ', false, OrderedJson::error_handler_t::replace) + "\n";
+}
+
+Result<Capabilities> capabilities_from_json(const OrderedJson& v, std::string_view where,
+                                            Capabilities defaults) {
+  if (!v.is_object()) return wrong_type(where, "an object", v);
+  Capabilities c = std::move(defaults);
+  if (const OrderedJson* m = present(v, "codecs")) {
+    auto l = string_list(*m, child(where, "codecs"));
+    if (!l) return std::move(l).error();
+    c.codecs = std::move(*l);
+  }
+  if (const OrderedJson* m = present(v, "max-pickle-protocol")) {
+    auto i = as_int64(*m, child(where, "max-pickle-protocol"));
+    if (!i) return std::move(i).error();
+    c.max_pickle_protocol = *i;
+  }
+  if (const OrderedJson* m = present(v, "gpu")) {
+    auto b = as_bool(*m, child(where, "gpu"));
+    if (!b) return std::move(b).error();
+    c.gpu = *b;
+  }
+  return c;
 }
 
 // ---- reading the parts --------------------------------------------------------
