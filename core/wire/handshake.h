@@ -48,8 +48,8 @@ struct Capabilities {
   std::vector<std::string> codecs;  // e.g. {"lz4", "snappy", "zstd", "zlib"}
   std::int64_t max_pickle_protocol = 5;
   bool gpu = false;
-  std::string dask_caps;  // the publisher's dask-caps version ("0.1.0"); "" when not said
-  std::string role;       // "scheduler", "worker", "nanny", "client"; "" when not said
+  std::string dask_caps{};  // the publisher's dask-caps version ("0.1.0"); "" when not said
+  std::string role{};       // "scheduler", "worker", "nanny", "client"; "" when not said
 };
 
 /// Reads the "capabilities" handshake key as dask-caps peers publish it
