@@ -168,5 +168,40 @@ class PluginFixesTheThreeFailures:
         self.assertNotIn("capabilities", plain["handshake"])
 
 
+@daskversions.for_each_dask
+class ProbeShowsThePlugin:
+    """`dask-caps probe`: where a client on this host loads the plugin
+    (distributed.client.preload), the handshake Dask would send carries the
+    plugin's "capabilities" key."""
+
+    @classmethod
+    def setUpClass(cls):
+        if MISSING:
+            raise unittest.SkipTest(MISSING)
+
+    def probe(self, plugin: bool) -> dict:
+        env = pluginsupport.client_env(plugin)
+        p = subprocess.run([DASK_CAPS, "probe", "--json", "--python", self.dask.python], capture_output=True,
+                           text=True, timeout=180, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        doc = json.loads(p.stdout)
+        schemacheck.validate(doc, "probe --json")
+        return doc
+
+    def test_the_handshake_carries_the_plugins_key_where_a_client_loads_it(self):
+        with_plugin = self.probe(True)
+        plain = self.probe(False)
+        caps = with_plugin["handshake"]["capabilities"]
+        self.assertEqual(sorted(caps["codecs"]), ["lz4", "snappy", "zlib", "zstd"])
+        self.assertEqual(caps["max-pickle-protocol"], 5)
+        self.assertIs(caps["gpu"], False)
+        version = subprocess.run([self.dask.python, "-c", "import dask_caps; print(dask_caps.__version__)"],
+                                 capture_output=True, text=True, env=pluginsupport.client_env(False)).stdout.strip()
+        self.assertEqual(caps["dask-caps"], version)
+        self.assertNotIn("capabilities", plain["handshake"])
+        self.assertEqual({k: v for k, v in with_plugin["handshake"].items() if k != "capabilities"},
+                         plain["handshake"])
+
+
 if __name__ == "__main__":
     pluginsupport.main()
