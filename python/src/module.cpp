@@ -6,7 +6,7 @@
 //   negotiate()   negotiate (core/caps/negotiate.h)    (`check`'s pair object)
 //   compress()    compress_into (core/wire/codec.h)    (Dask's frame formats)
 //   decompress()  decompress_into
-//   recode()      recode_message (core/recode/engine.h) (`transcode`, per message)
+//   recode()      check_frames + recode_message (core/recode/engine.h) (`transcode`, per message)
 //   inspect()     inspect_message_json (core/recode/describe_json.h) (`inspect --json`)
 //
 // Buffers come in through the buffer protocol without a copy (PyBUF_SIMPLE:
@@ -31,6 +31,7 @@
 #include "daskcaps/recode/engine.h"
 #include "daskcaps/recode/transcode.h"
 #include "daskcaps/wire/codec.h"
+#include "daskcaps/wire/frames.h"
 #include "python/src/buffers.h"
 #include "python/src/convert.h"
 #include "python/src/errors.h"
@@ -250,9 +251,12 @@ py::list recode(const py::object& frames_arg, const py::object& codec, const py:
   InputFrames in(frames_arg);
   TranscodeReport report;
   bool passed_through = false;
-  Result<std::vector<Bytes>> out = [&] {
+  Result<std::vector<Bytes>> out = [&]() -> Result<std::vector<Bytes>> {
     py::gil_scoped_release nogil;
-    return recode_message(in.bytes(), options, report, passed_through);
+    std::vector<Bytes> frames = in.bytes();
+    // What the command's reader checks of every message it reads.
+    if (auto st = check_frames(frames, options.limits); !st) return std::move(st).error();
+    return recode_message(std::move(frames), options, report, passed_through);
   }();
   if (!out) raise(std::move(out).error());
   return in.to_python(*out);
@@ -283,7 +287,7 @@ PYBIND11_MODULE(_core, m) {
 
   m.doc() = "The dask-caps core: probe, negotiate, compress, decompress, recode and inspect Dask messages "
             "with the rules and bytes of the dask-caps command. See dask_caps.__doc__.";
-  m.attr("__version__") = DASKCAPS_VERSION;
+  m.attr("__version__") = DASKCAPS_PYTHON_VERSION;
   register_error(m);
   register_buffers(m);
 

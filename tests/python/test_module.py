@@ -179,6 +179,20 @@ class Recode(unittest.TestCase):
                 with self.assertRaises(TypeError):
                     dask_caps.recode(bad)
 
+    def test_frames_as_the_wire_carries_them(self):
+        for call in (dask_caps.recode, dask_caps.inspect):
+            with self.subTest(call=call.__name__):
+                with self.assertRaises(dask_caps.Error) as e:
+                    call([])
+                self.assertEqual((e.exception.kind, str(e.exception)),
+                                 ("bad_value", "@0x8: message has a frame count of 0"))
+                with self.assertRaises(dask_caps.Error) as e:
+                    call([b"\x80"] * 5, limits={"max_frames": 4})
+                self.assertEqual(e.exception.kind, "limit_exceeded")
+                with self.assertRaises(dask_caps.Error) as e:
+                    call([b"\x80", bytes(1000)], limits={"max_message_bytes": 1000})
+                self.assertEqual(e.exception.kind, "limit_exceeded")
+
     def test_limits_apply(self):
         frames = module_support.split_stream(STREAMS["codec-lz4.stream"])[1]
         with self.assertRaises(dask_caps.Error) as e:
