@@ -31,11 +31,21 @@ ROOT = os.path.dirname(HERE)
 
 
 def project_version():
-    with open(os.path.join(ROOT, "CMakeLists.txt")) as f:
+    cmakelists = os.path.join(ROOT, "CMakeLists.txt")
+    if not os.path.exists(cmakelists):
+        # pip before 21.3 copied the folder elsewhere before building it.
+        raise RuntimeError(f"{cmakelists} not found: build python/ inside a dask-caps checkout "
+                           "(pip >= 21.3 builds a local folder in place)")
+    with open(cmakelists) as f:
         m = re.search(r"project\(\s*dask-caps\s+VERSION\s+([0-9][0-9.]*)", f.read())
     if not m:
         raise RuntimeError("no project(dask-caps VERSION ...) in " + os.path.join(ROOT, "CMakeLists.txt"))
     return m.group(1)
+
+
+def readme():
+    with open(os.path.join(HERE, "README.md")) as f:
+        return f.read()
 
 
 class CMakeExtension(Extension):
@@ -84,7 +94,7 @@ setup(
     name="dask-caps",
     version=project_version(),
     description="The dask-caps core for Python: probe, negotiate, compress, recode and inspect Dask messages",
-    long_description=open(os.path.join(HERE, "README.md")).read(),
+    long_description=readme(),
     long_description_content_type="text/markdown",
     packages=["dask_caps"],
     ext_modules=[CMakeExtension("dask_caps._core", target="daskcaps_python")],

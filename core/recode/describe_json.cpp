@@ -138,6 +138,7 @@ OrderedJson message_report_json(const MessageReport& r) {
 }
 
 Result<OrderedJson> inspect_message_json(std::vector<Bytes> frames, const DescribeOptions& options) {
+  if (auto st = check_frames(frames, options.limits); !st) return std::move(st).error();
   const std::uint64_t wire_bytes = message_wire_size(frames);
   const auto offsets = frame_offsets_for(0, frames);
   auto parsed = parse_message(std::move(frames), options.limits, offsets);

@@ -43,8 +43,10 @@ OrderedJson message_report_json(const MessageReport& report);
 /// dumps() returns), described as `inspect --json` describes message 0 of a
 /// raw stream that holds it alone: offsets count from the start of that
 /// stream (its prelude first), wire-bytes include the prelude. Errors: the
-/// message does not parse (parse_message()'s errors, offsets as above);
-/// problems inside an object are not errors, they are in its "problems".
+/// frames are no message the stream could hold (check_frames(): none, or
+/// past the limits), or it does not parse (parse_message()'s errors,
+/// offsets as above); problems inside an object are not errors, they are
+/// in its "problems".
 Result<OrderedJson> inspect_message_json(std::vector<Bytes> frames, const DescribeOptions& options = {});
 
 }  // namespace daskcaps

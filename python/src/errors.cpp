@@ -36,6 +36,9 @@ void register_error(py::module_& m) {
   if (g_error_type == nullptr) throw py::error_already_set();
   m.attr("Error") = py::handle(g_error_type);
 
+  // kind and offset are instance attributes: BaseException's own pickling
+  // (class, args, __dict__) keeps them, as Dask pickles a task's error.
+
   py::register_exception_translator([](std::exception_ptr p) {
     if (!p) return;
     try {

@@ -6,7 +6,7 @@
 //   negotiate()   negotiate (core/caps/negotiate.h)    (`check`'s pair object)
 //   compress()    compress_into (core/wire/codec.h)    (Dask's frame formats)
 //   decompress()  decompress_into
-//   recode()      recode_message (core/recode/engine.h) (`transcode`, per message)
+//   recode()      check_frames + recode_message (core/recode/engine.h) (`transcode`, per message)
 //   inspect()     inspect_message_json (core/recode/describe_json.h) (`inspect --json`)
 //
 // Buffers come in through the buffer protocol without a copy (PyBUF_SIMPLE:
@@ -15,6 +15,7 @@
 // into the bytes object returned (python/src/buffers.h). Core errors become
 // dask_caps.Error (python/src/errors.h). Nothing here executes a pickle.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <chrono>
 #include <optional>
@@ -30,6 +31,7 @@
 #include "daskcaps/recode/engine.h"
 #include "daskcaps/recode/transcode.h"
 #include "daskcaps/wire/codec.h"
+#include "daskcaps/wire/frames.h"
 #include "python/src/buffers.h"
 #include "python/src/convert.h"
 #include "python/src/errors.h"
@@ -135,7 +137,7 @@ py::object probe(const py::object& python, double timeout) {
     options.python_mode = ProbeOptions::PythonMode::none;
   } else {
     options.python_mode = ProbeOptions::PythonMode::named;
-    options.python_executable = py::str(py::module_::import("os").attr("fspath")(python));
+    options.python_executable = py::str(py::module_::import("os").attr("fsdecode")(python));
   }
   if (!(timeout > 0)) raise(make_error(Errc::usage, "timeout must be positive"));
   options.python_timeout = std::chrono::milliseconds(static_cast<long long>(timeout * 1000));
@@ -147,24 +149,25 @@ py::object probe(const py::object& python, double timeout) {
   return to_python(probe_to_json(*result));
 }
 
-NegotiateSide side_argument(const py::handle& doc, std::string name, const py::handle& role,
-                            const py::handle& capabilities, const char* what) {
+NegotiateSide side_argument(const py::handle& doc, std::string name, std::optional<std::string> role,
+                            const py::handle& capabilities, const std::string& what) {
   NegotiateSide side;
   side.document = to_json(doc, what);
   side.name = std::move(name);
-  if (!role.is_none()) side.role = role.cast<std::string>();
-  if (!capabilities.is_none()) side.capabilities = to_json(capabilities, what);
+  side.role = std::move(role);
+  if (!capabilities.is_none()) side.capabilities = to_json(capabilities, what + "_capabilities");
   return side;
 }
 
-py::object negotiate(const py::object& local, const py::object& remote, const py::object& same_host,
-                     std::string local_name, std::string remote_name, const py::object& local_role,
-                     const py::object& remote_role, const py::object& local_capabilities,
+py::object negotiate(const py::object& local, const py::object& remote, std::optional<bool> same_host,
+                     std::string local_name, std::string remote_name, std::optional<std::string> local_role,
+                     std::optional<std::string> remote_role, const py::object& local_capabilities,
                      const py::object& remote_capabilities, const std::string& python_rule) {
-  NegotiateSide a = side_argument(local, std::move(local_name), local_role, local_capabilities, "local");
-  NegotiateSide b = side_argument(remote, std::move(remote_name), remote_role, remote_capabilities, "remote");
+  NegotiateSide a = side_argument(local, std::move(local_name), std::move(local_role), local_capabilities, "local");
+  NegotiateSide b =
+      side_argument(remote, std::move(remote_name), std::move(remote_role), remote_capabilities, "remote");
   NegotiateOptions options;
-  if (!same_host.is_none()) options.same_host = same_host.cast<bool>();
+  options.same_host = same_host;
   auto rule = python_rule_from_string(python_rule);
   if (!rule)
     raise(make_error(Errc::usage, "python_rule " + python_rule + ": use exact, same-minor or same-major"));
@@ -177,10 +180,10 @@ py::object negotiate(const py::object& local, const py::object& remote, const py
   return to_python(*result);
 }
 
-CompressOptions compress_options(Codec codec, const py::object& level, int threads) {
+CompressOptions compress_options(Codec codec, std::optional<int> level, int threads) {
   CompressOptions options;
-  if (!level.is_none()) {
-    const int l = level.cast<int>();
+  if (level) {
+    const int l = *level;
     if (codec == Codec::zstd) {
       if (l < 1 || l > 22) raise(make_error(Errc::usage, "level " + std::to_string(l) + ": zstd levels are 1 to 22"));
       options.zstd_level = l;
@@ -194,7 +197,7 @@ CompressOptions compress_options(Codec codec, const py::object& level, int threa
   return options;
 }
 
-py::object compress(const py::object& codec_arg, const py::object& data, const py::object& level, int threads) {
+py::object compress(const py::object& codec_arg, const py::object& data, std::optional<int> level, int threads) {
   const Codec codec = codec_argument(codec_arg, "codec");
   const CompressOptions options = compress_options(codec, level, threads);
   BufferView in(data, "data");
@@ -248,9 +251,12 @@ py::list recode(const py::object& frames_arg, const py::object& codec, const py:
   InputFrames in(frames_arg);
   TranscodeReport report;
   bool passed_through = false;
-  Result<std::vector<Bytes>> out = [&] {
+  Result<std::vector<Bytes>> out = [&]() -> Result<std::vector<Bytes>> {
     py::gil_scoped_release nogil;
-    return recode_message(in.bytes(), options, report, passed_through);
+    std::vector<Bytes> frames = in.bytes();
+    // What the command's reader checks of every message it reads.
+    if (auto st = check_frames(frames, options.limits); !st) return std::move(st).error();
+    return recode_message(std::move(frames), options, report, passed_through);
   }();
   if (!out) raise(std::move(out).error());
   return in.to_python(*out);
@@ -281,7 +287,7 @@ PYBIND11_MODULE(_core, m) {
 
   m.doc() = "The dask-caps core: probe, negotiate, compress, decompress, recode and inspect Dask messages "
             "with the rules and bytes of the dask-caps command. See dask_caps.__doc__.";
-  m.attr("__version__") = DASKCAPS_VERSION;
+  m.attr("__version__") = DASKCAPS_PYTHON_VERSION;
   register_error(m);
   register_buffers(m);
 

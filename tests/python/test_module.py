@@ -179,6 +179,20 @@ class Recode(unittest.TestCase):
                 with self.assertRaises(TypeError):
                     dask_caps.recode(bad)
 
+    def test_frames_as_the_wire_carries_them(self):
+        for call in (dask_caps.recode, dask_caps.inspect):
+            with self.subTest(call=call.__name__):
+                with self.assertRaises(dask_caps.Error) as e:
+                    call([])
+                self.assertEqual((e.exception.kind, str(e.exception)),
+                                 ("bad_value", "@0x8: message has a frame count of 0"))
+                with self.assertRaises(dask_caps.Error) as e:
+                    call([b"\x80"] * 5, limits={"max_frames": 4})
+                self.assertEqual(e.exception.kind, "limit_exceeded")
+                with self.assertRaises(dask_caps.Error) as e:
+                    call([b"\x80", bytes(1000)], limits={"max_message_bytes": 1000})
+                self.assertEqual(e.exception.kind, "limit_exceeded")
+
     def test_limits_apply(self):
         frames = module_support.split_stream(STREAMS["codec-lz4.stream"])[1]
         with self.assertRaises(dask_caps.Error) as e:
@@ -264,6 +278,10 @@ class Negotiate(unittest.TestCase):
             dask_caps.negotiate({"x": object()}, {})
         with self.assertRaises(TypeError):
             dask_caps.negotiate({1: 2}, {})
+        with self.assertRaises(TypeError):
+            dask_caps.negotiate({}, {}, local_role=5)
+        with self.assertRaises(TypeError):
+            dask_caps.negotiate({}, {}, same_host="yes")
 
 
 class Probe(unittest.TestCase):
@@ -355,6 +373,16 @@ class Codecs(unittest.TestCase):
             dask_caps.compress("brotli", b"")
         self.assertEqual(e.exception.kind, "unknown_codec")
         self.assertIsInstance(e.exception, Exception)
+        # Pickled as Dask pickles a task's exception: kind and offset survive.
+        import pickle
+
+        with self.assertRaises(dask_caps.Error) as e:
+            dask_caps.inspect([b"\x82\xa2op\xa4echo\xa4data\x81\xae__Serialized__\x01", b"\x81\xa3num", b"x"])
+        back = pickle.loads(pickle.dumps(e.exception))
+        self.assertIs(type(back), dask_caps.Error)
+        self.assertEqual((str(back), back.kind, back.offset), (str(e.exception), "truncated", e.exception.offset))
+        with self.assertRaises(TypeError):
+            dask_caps.compress("zstd", b"", level="high")
         with self.assertRaises(dask_caps.Error):
             dask_caps.compress("zstd", b"", level=40)
         with self.assertRaises(TypeError):
