@@ -41,7 +41,7 @@ struct StreamOutputs::File {
     if (pending.size() + bytes.size() > kWriteBufferBytes) {
       if (auto st = flush(); !st) return st;
     }
-    pending.insert(pending.end(), bytes.begin(), bytes.end());
+    pending.append(bytes);
     return {};
   }
 };

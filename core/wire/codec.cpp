@@ -107,8 +107,7 @@ ZstdDecompressContext& thread_zstd_dctx() {
 }
 
 // The room compress() and decompress() write into: a Buffer, not zero-filled.
-// Growing it copies the bytes written so far with memcpy (a vector with a
-// custom allocator relocates its elements one by one). With `compact`
+// Growing it keeps the bytes written so far (moved once at most). With `compact`
 // (compressors, whose room is the codec's bound), an output that fills less
 // than half of it is copied into an exact-size buffer, so that the slack
 // does not stay allocated next to the frame until it is written; otherwise
@@ -119,20 +118,19 @@ class BufferRoom final : public OutputRoom {
   std::uint8_t* room(std::size_t size, std::size_t kept) override {
     if (kept == 0) {
       out_ = Buffer();  // the old room goes first
-      out_.resize(size);
+      out_ = Buffer::uninitialised(size);
       return out_.data();
     }
-    Buffer bigger(size);
-    std::memcpy(bigger.data(), out_.data(), kept);
-    out_.swap(bigger);
+    // The bytes move once at most (a mapping grows in place).
+    out_.resize_uninitialised(size);
     return out_.data();
   }
   void finish(std::size_t size) override {
     if (compact_ && size < out_.size() / 2) {
-      out_ = Buffer(out_.begin(), out_.begin() + static_cast<std::ptrdiff_t>(size));
+      out_ = Buffer(out_.data(), size);
       return;
     }
-    out_.resize(size);
+    out_.resize_uninitialised(size);
   }
   Buffer take() { return std::move(out_); }
 
@@ -513,8 +511,7 @@ Result<MaybeCompressed> maybe_compress(Codec c, ByteSpan input, const MaybeCompr
     for (std::uint32_t i = 0; i < rules.sample_count; ++i) {
       const std::uint64_t start =
           rules.sample_count == 1 ? 0 : max_start * i / (rules.sample_count - 1);
-      sample.insert(sample.end(), input.begin() + static_cast<std::ptrdiff_t>(start),
-                    input.begin() + static_cast<std::ptrdiff_t>(start + size));
+      sample.append(input.subspan(static_cast<std::size_t>(start), static_cast<std::size_t>(size)));
     }
     auto small = compress(c, sample, options);
     if (!small) return std::move(small).error();

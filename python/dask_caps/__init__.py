@@ -27,7 +27,8 @@ function per operation (python/README.md has the details):
 
     recode(frames, *, codec=None, pickle_protocol=None, layout=None,
            accept_codecs=None, inline_buffers=False,
-           keep_unconvertible=False, zstd_level=3, dask_release="2022.12",
+           keep_unconvertible=False, zstd_level=3, zstd_threads=0,
+           dask_release="2022.12",
            shard_bytes=64 MiB, limits=None) -> list
         One Dask message (the frames of distributed.protocol.dumps)
         recoded as ``dask-caps transcode`` recodes it. Frames that pass

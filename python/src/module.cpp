@@ -224,7 +224,7 @@ py::object decompress(const py::object& codec_arg, const py::object& data, std::
 
 py::list recode(const py::object& frames_arg, const py::object& codec, const py::object& pickle_protocol,
                 const py::object& layout, const py::object& accept_codecs, bool inline_buffers,
-                bool keep_unconvertible, int zstd_level, const std::string& dask_release,
+                bool keep_unconvertible, int zstd_level, int zstd_threads, const std::string& dask_release,
                 std::uint64_t shard_bytes, const py::object& limits) {
   TranscodeOptions options;
   options.codec = target_codec(codec);
@@ -241,6 +241,8 @@ py::list recode(const py::object& frames_arg, const py::object& codec, const py:
   if (zstd_level < 1 || zstd_level > 22)
     raise(make_error(Errc::usage, "zstd_level " + std::to_string(zstd_level) + ": zstd levels are 1 to 22"));
   options.compress.zstd_level = zstd_level;
+  if (zstd_threads < 0) raise(make_error(Errc::usage, "zstd_threads must not be negative"));
+  options.compress.zstd_workers = zstd_threads;
   if (dask_release != "2022.12" && dask_release != "newest")
     raise(make_error(Errc::usage, "dask_release " + dask_release + ": use \"2022.12\" (ratio 0.9) or \"newest\" (0.7)"));
   options.rules = maybe_compress_rules_for(dask_release);
@@ -311,7 +313,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("recode", &python::recode, arg("frames"), py::kw_only(), arg("codec") = py::none(),
         arg("pickle_protocol") = py::none(), arg("layout") = py::none(), arg("accept_codecs") = py::none(),
         arg("inline_buffers") = false, arg("keep_unconvertible") = false, arg("zstd_level") = 3,
-        arg("dask_release") = "2022.12", arg("shard_bytes") = std::uint64_t{64} << 20,
+        arg("zstd_threads") = 0, arg("dask_release") = "2022.12", arg("shard_bytes") = std::uint64_t{64} << 20,
         arg("limits") = py::none(),
         "One Dask message (its frames) recoded as `dask-caps transcode` recodes it; returns its frames.");
   m.def("inspect", &python::inspect, arg("frames"), py::kw_only(), arg("dis") = false,

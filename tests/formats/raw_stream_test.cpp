@@ -34,7 +34,7 @@ Buffer message(std::size_t payload) {
 TEST_CASE("raw_stream: reads every message, then a clean end") {
   Buffer s = message(10);
   Buffer m2 = message(100000);
-  s.insert(s.end(), m2.begin(), m2.end());
+  s.append(m2);
   TempFile f(s);
   auto r = RawStreamReader::open(f.path, {});
   REQUIRE(r);
@@ -57,7 +57,7 @@ TEST_CASE("raw_stream: reads every message, then a clean end") {
 TEST_CASE("raw_stream: a truncated file names the message and its offset") {
   Buffer s = message(10);
   Buffer m2 = message(5000);
-  s.insert(s.end(), m2.begin(), m2.end() - 1);
+  s.append(m2.data(), m2.size() - 1);
   TempFile f(s);
   auto r = RawStreamReader::open(f.path, {});
   REQUIRE(r);

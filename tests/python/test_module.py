@@ -105,6 +105,7 @@ class Recode(unittest.TestCase):
         ({"codec": "none"}, ["--codec", "none"]),
         ({"codec": "lz4"}, ["--codec", "lz4"]),
         ({"codec": "zstd", "zstd_level": 5}, ["--codec", "zstd", "--zstd-level", "5"]),
+        ({"codec": "zstd", "zstd_threads": 2}, ["--codec", "zstd", "--threads", "2"]),
         ({"codec": "snappy", "dask_release": "newest"}, ["--codec", "snappy", "--dask-release", "newest"]),
         ({"codec": "zlib"}, ["--codec", "zlib"]),
         ({"pickle_protocol": 4}, ["--pickle-protocol", "4"]),

@@ -60,7 +60,7 @@ TEST_CASE("negotiate: handshake dicts, published capabilities and the plan per d
 
   // The same capabilities inside the handshake dict.
   OrderedJson with = kZstd;
-  with["capabilities"] = {{"codecs", {"zstd", "lz4"}}, {"max-pickle-protocol", 5}, {"gpu", false}};
+  with["capabilities"] = {{"codecs", {"zstd", "lz4"}}, {"max-pickle-protocol", 4}, {"gpu", false}};
   auto in = negotiate(local, side(with, "r"));
   REQUIRE(in);
   CHECK((*in)["local-to-remote"] == (*r)["local-to-remote"]);

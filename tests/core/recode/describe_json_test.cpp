@@ -47,7 +47,7 @@ TEST_CASE("describe_json: frames that are no message are errors, problems inside
 TEST_CASE("describe_json: msgpack values as JSON, non-string keys and bytes as their repr") {
   msgpack::Value m = msgpack::Value::map();
   m.set("a", msgpack::Value::integer(-3));
-  m.append(msgpack::Value::integer(1), msgpack::Value::bin(Buffer{1, 2}));
+  m.as_map().emplace_back(msgpack::Value::integer(1), msgpack::Value::bin(Buffer{1, 2}));
   const OrderedJson j = msgpack_to_json(m);
   CHECK(j["a"] == -3);
   CHECK(j.size() == 2);

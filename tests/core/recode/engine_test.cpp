@@ -27,7 +27,7 @@ std::vector<Bytes> make_message(int stream, int index, std::size_t n) {
     return frames_of({msgpack::encode(map({{"op", str("task-finished")}, {"stream", num(stream)}, {"i", num(index)}}))});
   }
   // Incompressible bytes: the wire size is about n * 8.
-  Buffer raw(n * 8);
+  Buffer raw = Buffer::uninitialised(n * 8);
   std::mt19937 rng(static_cast<unsigned>(stream * 100003 + index));
   for (auto& b : raw) b = static_cast<std::uint8_t>(rng());
   auto lz4 = compress(Codec::lz4, raw);

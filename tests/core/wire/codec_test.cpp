@@ -17,7 +17,7 @@ using testsupport::random_bytes;
 
 namespace {
 Buffer compressible(std::size_t n) {
-  Buffer b(n);
+  Buffer b = Buffer::uninitialised(n);
   for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<std::uint8_t>((i / 64) % 7);
   return b;
 }
@@ -123,7 +123,7 @@ TEST_CASE("codec: corrupt and truncated frames are codec_failed") {
 TEST_CASE("codec: zstd without a content size is accepted and bounded") {
   // A frame with unknown content size, made with the streaming API.
   const Buffer data = compressible(300000);
-  Buffer framed(ZSTD_compressBound(data.size()) + 1024);
+  Buffer framed = Buffer::uninitialised(ZSTD_compressBound(data.size()) + 1024);
   ZSTD_CStream* cs = ZSTD_createCStream();
   ZSTD_initCStream(cs, 3);
   ZSTD_outBuffer out{framed.data(), framed.size(), 0};
@@ -134,7 +134,7 @@ TEST_CASE("codec: zstd without a content size is accepted and bounded") {
   while (ZSTD_endStream(cs, &out) != 0) {
   }
   ZSTD_freeCStream(cs);
-  framed.resize(out.pos);
+  framed.resize_uninitialised(out.pos);
   REQUIRE(!declared_size(Codec::zstd, framed));
   auto r = decompress(Codec::zstd, framed, 1 << 20);
   REQUIRE(r);
@@ -247,7 +247,7 @@ TEST_CASE("codec: a zstd frame that makes less or more than it declares is codec
   const Buffer data = compressible(50000);
   Buffer two = *compress(Codec::zstd, data);
   const Buffer more = *compress(Codec::zstd, data);
-  two.insert(two.end(), more.begin(), more.end());
+  two.append(more);
   r = decompress(Codec::zstd, two, ~0ull);
   REQUIRE(!r);
   CHECK(r.error().code == Errc::codec_failed);
@@ -330,8 +330,10 @@ TEST_CASE("codec: compress_into and decompress_into give the bytes of compress a
     RecordingRoom d;
     REQUIRE(decompress_into(c, z.output(), data.size(), d));
     CHECK(std::equal(data.begin(), data.end(), d.output().begin(), d.output().end()));
-    // A size-declaring codec asks once, for exactly the output.
-    if (c != Codec::zlib) CHECK(d.asked == std::vector<std::pair<std::size_t, std::size_t>>{{data.size(), 0}});
+    // A size-declaring codec asks once, for the output (zstd one byte more,
+    // to tell a frame that makes more than it declares).
+    const std::size_t room = data.size() + (c == Codec::zstd ? 1 : 0);
+    if (c != Codec::zlib) CHECK(d.asked == std::vector<std::pair<std::size_t, std::size_t>>{{room, 0}});
   }
 }
 
@@ -348,8 +350,8 @@ TEST_CASE("codec: decompress_into grows the room of a frame that declares no siz
   // zstd without a content size: the same growth.
   ZSTD_CCtx* cctx = ZSTD_createCCtx();
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 0);
-  Buffer frame(ZSTD_compressBound(zeros.size()));
-  frame.resize(ZSTD_compress2(cctx, frame.data(), frame.size(), zeros.data(), zeros.size()));
+  Buffer frame = Buffer::uninitialised(ZSTD_compressBound(zeros.size()));
+  frame.resize_uninitialised(ZSTD_compress2(cctx, frame.data(), frame.size(), zeros.data(), zeros.size()));
   ZSTD_freeCCtx(cctx);
   RecordingRoom s;
   REQUIRE(decompress_into(Codec::zstd, frame, zeros.size(), s));
