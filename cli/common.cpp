@@ -1,7 +1,6 @@
 #include "cli/common.h"
 
 #include <CLI/CLI.hpp>
-#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -46,15 +45,6 @@ Json json_document(std::string_view schema) {
   return doc;
 }
 
-Json diagnostics_json(const std::vector<Diagnostic>& diagnostics) {
-  Json out = Json::array();
-  for (const Diagnostic& d : diagnostics)
-    out.push_back(Json{{"kind", std::string(to_string(d.kind))},
-                       {"offset", d.has_offset() ? Json(d.offset) : Json(nullptr)},
-                       {"message", d.text}});
-  return out;
-}
-
 std::string json_text(const Json& doc) { return doc.dump(2, ' ', false, Json::error_handler_t::replace) + "\n"; }
 
 void print_json(const Json& doc) { std::cout << json_text(doc); }
@@ -87,39 +77,6 @@ void add_limit_flags(CLI::App& cmd, Limits& limits) {
   cmd.add_option("--max-pickle-output-bytes", limits.max_pickle_output_bytes,
                  "largest pickle written")
       ->capture_default_str()->group("Limits");
-}
-
-Json msgpack_to_json(const msgpack::Value& v) {
-  using msgpack::Type;
-  switch (v.type()) {
-    case Type::nil: return nullptr;
-    case Type::boolean: return v.as_bool();
-    case Type::int_: {
-      const auto& i = v.as_int();
-      if (i.negative) return i.i;
-      return i.u;
-    }
-    case Type::float32:
-    case Type::float64: {
-      const double d = v.as_double();
-      if (!std::isfinite(d)) return msgpack::repr(v);
-      return d;
-    }
-    case Type::str: return v.as_str();
-    case Type::bin:
-    case Type::ext: return msgpack::repr(v);
-    case Type::array: {
-      Json a = Json::array();
-      for (const auto& e : v.as_array()) a.push_back(msgpack_to_json(e));
-      return a;
-    }
-    case Type::map: {
-      Json m = Json::object();
-      for (const auto& [k, val] : v.as_map()) m[k.is_str() ? k.as_str() : msgpack::repr(k)] = msgpack_to_json(val);
-      return m;
-    }
-  }
-  return nullptr;
 }
 
 }  // namespace daskcaps::cli

@@ -14,6 +14,7 @@
 #include "daskcaps/base/limits.h"
 #include "daskcaps/wire/msgpack.h"
 #include "daskcaps/base/result.h"
+#include "daskcaps/recode/describe_json.h"
 
 namespace CLI {
 class App;
@@ -45,14 +46,7 @@ void print_error_line(std::string_view text);
 /// Starts a JSON document whose first key is "schema".
 Json json_document(std::string_view schema);
 
-/// A msgpack value as JSON: str, int, float, bool, nil, arrays and maps map
-/// directly; map keys that are not strings, bin/ext values and non-finite
-/// floats become their Python-like repr (msgpack::repr).
-Json msgpack_to_json(const msgpack::Value& v);
-
-/// Diagnostics as the JSON array of "diagnostics" and "problem-details":
-/// [{"kind": "bytes-lost", "offset": 1234 | null, "message": "..."}].
-Json diagnostics_json(const std::vector<Diagnostic>& diagnostics);
+// msgpack_to_json() and diagnostics_json() are core/recode/describe_json.h.
 
 /// A JSON document as printed: two-space indent and a final newline.
 std::string json_text(const Json& doc);

@@ -60,8 +60,8 @@ Json connections_json(const std::vector<formats::ConnectionInfo>& conns,
     auto it = handshakes.find(c.id);
     const ConnectionHandshakes* hs = it == handshakes.end() ? nullptr : &it->second;
     j["handshake"] = {
-        {"client", hs && hs->client ? handshake_json(*hs->client) : Json(nullptr)},
-        {"server", hs && hs->server ? handshake_json(*hs->server) : Json(nullptr)}};
+        {"client", hs && hs->client ? received_handshake_json(*hs->client) : Json(nullptr)},
+        {"server", hs && hs->server ? received_handshake_json(*hs->server) : Json(nullptr)}};
     if (hs && hs->client && hs->server) {
       DaskNegotiation n = dask_negotiate(*hs->client, *hs->server);
       Json neg;

@@ -10,15 +10,6 @@ namespace {
 using report::kLocal;
 using report::Report;
 
-Json compression_json(const CompressionValue& c) {
-  switch (c.kind) {
-    case CompressionValue::Kind::nil: return nullptr;
-    case CompressionValue::Kind::false_: return false;
-    case CompressionValue::Kind::name: return c.name;
-  }
-  return nullptr;
-}
-
 Json handshake_json(const Handshake& h) {
   return msgpack_to_json(h.raw.is_map() ? h.raw : h.to_msgpack());
 }
@@ -30,23 +21,9 @@ Json peer_capabilities_json(const Peer& p) {
   c["max-pickle-protocol"] = p.max_pickle_protocol;
   c["gpu"] = p.gpu ? Json(*p.gpu) : Json(nullptr);
   c["source"] = p.published ? "published" : "inferred";
+  if (!p.published_by.empty()) c["published-by"] = "dask-caps " + p.published_by;
   return c;
 }
-
-Json negotiation_json(const DaskNegotiation& d) {
-  Json j = Json::object();
-  if (!d.ok) {
-    j["compression"] = nullptr;
-    j["pickle-protocol"] = nullptr;
-    j["error"] = d.failure;
-    return j;
-  }
-  j["compression"] = compression_json(d.compression);
-  j["pickle-protocol"] = d.pickle_protocol;
-  return j;
-}
-
-Json codec_json(const std::optional<std::string>& c) { return c ? Json(*c) : Json(nullptr); }
 
 Json findings_json(const std::vector<Finding>& findings, const std::vector<baseline::State>* states) {
   Json arr = Json::array();
@@ -82,17 +59,6 @@ std::string short_compression(const CompressionValue& c) {
 std::string codec_text(const std::optional<std::string>& c) { return c ? *c : "none"; }
 
 }  // namespace
-
-Json finding_json(const Finding& f) {
-  Json j = Json::object();
-  j["severity"] = to_string(f.severity);
-  j["code"] = f.code;
-  j["message"] = f.message;
-  j["hint"] = f.hint;
-  if (!f.packages.empty()) j["packages"] = f.packages;
-  if (!f.endpoint.empty()) j["endpoint"] = f.endpoint;
-  return j;
-}
 
 Json check_report_json(const Report& rep, const gate::Gate& gate) {
   Json doc = json_document(kCheckSchema);
@@ -138,29 +104,10 @@ Json check_report_json(const Report& rep, const gate::Gate& gate) {
   Json pairs = Json::array();
   for (std::size_t pi = 0; pi < rep.pairs.size(); ++pi) {
     const auto& p = rep.pairs[pi];
-    Json j = Json::object();
-    j["a"] = report::side_name(rep, p.a);
-    j["b"] = report::side_name(rep, p.b);
-    if (p.report.dask) {
-      Json d = negotiation_json(*p.report.dask);
-      if (p.report.scheduler_initiated) d["scheduler-initiated"] = negotiation_json(*p.report.scheduler_initiated);
-      j["dask"] = std::move(d);
-    } else {
-      j["dask"] = nullptr;
-    }
-    const Recommendation& r = p.report.recommended;
-    Json rec = Json::object();
-    if (r.a_to_b.codec == r.b_to_a.codec)
-      rec["compression"] = codec_json(r.a_to_b.codec);
-    else
-      rec["compression"] = Json{{"a-to-b", codec_json(r.a_to_b.codec)}, {"b-to-a", codec_json(r.b_to_a.codec)}};
-    rec["pickle-protocol"] = r.pickle_protocol;
-    if (r.a_to_b.layout == r.b_to_a.layout)
-      rec["layout"] = r.a_to_b.layout;
-    else
-      rec["layout"] = Json{{"a-to-b", r.a_to_b.layout}, {"b-to-a", r.b_to_a.layout}};
-    j["recommended"] = std::move(rec);
-    j["findings"] = findings_json(p.report.findings, gate.diff ? &gate.diff->pairs[pi] : nullptr);
+    Json j = pair_json(report::side_name(rep, p.a), report::side_name(rep, p.b), p.report);
+    if (gate.diff)
+      for (std::size_t i = 0; i < j["findings"].size(); ++i)
+        j["findings"][i]["baseline"] = std::string(baseline::to_string(gate.diff->pairs[pi][i]));
     if (p.a_group) j["a-group"] = *p.a_group;
     if (p.b_group) {
       j["b-group"] = *p.b_group;
@@ -274,6 +221,7 @@ void render_check_text(const Report& rep, std::ostream& out, const gate::Gate& g
     for (const auto& c : p.codecs) s += " " + c;
     if (p.codecs.empty()) s += " none";
     if (p.gpu) s += *p.gpu ? ", GPU" : ", no GPU";
+    if (!p.published_by.empty()) s += ", published by dask-caps " + p.published_by;
     return s;
   };
 

@@ -8,14 +8,15 @@
 #include "cli/common.h"
 #include "daskcaps/caps/caps_report.h"
 #include "daskcaps/caps/gate.h"
+#include "daskcaps/caps/pair_json.h"
 #include "daskcaps/wire/msgpack.h"
 
 namespace daskcaps::cli {
 
 inline constexpr const char* kCheckSchema = "dask-caps.check/1";
 
-/// One finding as the check document writes it (and the SARIF properties).
-Json finding_json(const Finding& finding);
+// One finding and one pair as the check document writes them (the SARIF
+// properties too): core/caps/pair_json.h, shared with the Python module.
 
 /// The check document. With the gate's policy: "policy" (the effective
 /// policy document) and "ignored"; with its baseline: "baseline" on every

@@ -1,4 +1,5 @@
-// Renders inspect reports (core/recode/describe.h) as JSON or readable text.
+// Renders inspect reports (core/recode/describe.h) as readable text; their
+// JSON is core/recode/describe_json.h, shared with the Python module.
 #pragma once
 
 #include <ostream>
@@ -6,13 +7,10 @@
 
 #include "cli/common.h"
 #include "daskcaps/recode/describe.h"
+#include "daskcaps/recode/describe_json.h"
 
 namespace daskcaps::cli {
 
-Json message_report_json(const MessageReport& report);
 void render_message_text(std::ostream& out, const MessageReport& report);
-
-/// JSON for a handshake as received: exactly its keys and values.
-Json handshake_json(const Handshake& h);
 
 }  // namespace daskcaps::cli

@@ -8,7 +8,10 @@
 # Dask scheduler and worker with lz4 on loopback addresses that Dask treats
 # as other hosts, a client without lz4 that fails against them directly with
 # the real KeyError: 'lz4', and the same client getting its result through
-# `dask-caps bridge`. Everything started here is stopped by its PID.
+# `dask-caps bridge`. Then the Dask plugin, without a bridge: the same
+# client loading dask_caps.plugin (distributed.client.preload) against the
+# same cluster, and the plain client against a scheduler that loads it
+# (--preload dask_caps.plugin). Everything started here is stopped by its PID.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -93,3 +96,36 @@ kill -TERM "${pids[2]}"; wait "${pids[2]}" 2>/dev/null || true
 echo
 echo "== what the bridge said:"
 cat "$work/bridge.log"
+
+# ---- the Dask plugin: the same client, no bridge ----------------------------
+# dask_caps.plugin loaded through Dask's own preload; the module is in the
+# build tree (build/python), as `pip install ./python` would install it.
+if ! ls build/python/dask_caps/_core*.so >/dev/null 2>&1; then
+  echo
+  echo "== the Dask plugin: not built (needs pybind11-dev and python3-dev), skipped"
+  exit 0
+fi
+plugin_env=(env PYTHONPATH="$PWD/build/python"
+            DASK_DISTRIBUTED__LOGGING='{"distributed": "info", "distributed.dask_caps": "debug"}')
+echo
+echo "== the same client with dask_caps.plugin (DASK_DISTRIBUTED__CLIENT__PRELOAD), directly to $scheduler:"
+"${plugin_env[@]}" DASK_DISTRIBUTED__CLIENT__PRELOAD='["dask_caps.plugin"]' \
+  "$py" tests/e2e/bridge_client.py nolz4 "$scheduler" 300000 2>"$work/plugin-client.log" || true
+echo "   its plugin said:"
+grep -o 'dask-caps.*' "$work/plugin-client.log" | sed 's/^/   /' || true
+echo
+echo "== a scheduler (127.0.0.4) with --preload dask_caps.plugin and a worker (127.0.0.5), both with lz4"
+"${plugin_env[@]}" DASK_DISTRIBUTED__COMM__COMPRESSION=lz4 setsid "$py" -m distributed.cli.dask_scheduler \
+  --host 127.0.0.4 --port 0 --no-dashboard --preload dask_caps.plugin >"$work/plugin-scheduler.log" 2>&1 &
+pids+=($!)
+plugin_scheduler=$(wait_for_line "$work/plugin-scheduler.log" 'tcp://127\.0\.0\.4:[0-9]*') \
+  || { cat "$work/plugin-scheduler.log"; exit 1; }
+DASK_DISTRIBUTED__COMM__COMPRESSION=lz4 setsid "$py" -m distributed.cli.dask_worker "$plugin_scheduler" \
+  --host 127.0.0.5 --nthreads 1 --no-nanny --no-dashboard >"$work/plugin-worker.log" 2>&1 &
+pids+=($!)
+wait_for_line "$work/plugin-worker.log" 'Registered to' >/dev/null || { cat "$work/plugin-worker.log"; exit 1; }
+echo
+echo "== the client without lz4 and without the plugin, directly to $plugin_scheduler:"
+"$py" tests/e2e/bridge_client.py nolz4 "$plugin_scheduler" 300000 2>/dev/null || true
+echo "   the scheduler's plugin said of the client's connection (one debug line per connection):"
+grep -o 'dask-caps: .*plain peer: codecs none.*' "$work/plugin-scheduler.log" | tail -1 | sed 's/^/   /' || true

@@ -229,6 +229,10 @@ Peer peer_from_probe(const HostProbe& probe, std::string name, std::string role)
   p.max_pickle_protocol = probe.capabilities.max_pickle_protocol;
   p.gpu = probe.capabilities.gpu;
   p.published = true;
+  // A client there loads the Dask plugin: its handshake names the version.
+  if (probe.handshake)
+    if (const auto* c = probe.handshake->raw.find("capabilities"))
+      if (auto caps = capabilities_from_msgpack(*c)) p.published_by = caps->dask_caps;
   if (probe.python) {
     p.python = python_version_from_string(probe.python->version);
     p.packages = probe.python->packages;
@@ -277,6 +281,7 @@ Peer peer_from_live(std::string name, std::string role, std::string host,
     p.max_pickle_protocol = published->max_pickle_protocol;
     p.gpu = published->gpu;
     p.published = true;
+    p.published_by = published->dask_caps;
     return p;
   }
 

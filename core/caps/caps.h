@@ -133,6 +133,10 @@ struct Peer {
   /// True when codecs/pickle/gpu were published (probe file, dask-caps
   /// peer) rather than inferred from a Dask handshake and versions reply.
   bool published = false;
+  /// The dask-caps version that published them (a live peer's
+  /// "capabilities" key: the Dask plugin, or dask-caps itself); "" when
+  /// inferred or not said.
+  std::string published_by;
   /// A live peer of the newest rules reached from its own host: the None
   /// its handshake says is the same-host rule, not its configuration,
   /// which cannot be seen from here.

@@ -94,28 +94,6 @@ Result<GpuDevice> device_from_json(const OrderedJson& v, std::string_view where,
   return d;
 }
 
-Result<Capabilities> capabilities_from_json(const OrderedJson& v, std::string_view where,
-                                            Capabilities defaults) {
-  if (!v.is_object()) return wrong_type(where, "an object", v);
-  Capabilities c = std::move(defaults);
-  if (const OrderedJson* m = present(v, "codecs")) {
-    auto l = string_list(*m, child(where, "codecs"));
-    if (!l) return std::move(l).error();
-    c.codecs = std::move(*l);
-  }
-  if (const OrderedJson* m = present(v, "max-pickle-protocol")) {
-    auto i = as_int64(*m, child(where, "max-pickle-protocol"));
-    if (!i) return std::move(i).error();
-    c.max_pickle_protocol = *i;
-  }
-  if (const OrderedJson* m = present(v, "gpu")) {
-    auto b = as_bool(*m, child(where, "gpu"));
-    if (!b) return std::move(b).error();
-    c.gpu = *b;
-  }
-  return c;
-}
-
 // "dask-caps.probe/1" -> 1; nullopt for another kind of document.
 std::optional<std::string> probe_schema_version(std::string_view schema) {
   constexpr std::string_view kPrefix = "dask-caps.probe/";
@@ -145,6 +123,8 @@ OrderedJson handshake_to_json(const Handshake& h) {
     j["python"] = std::move(a);
   }
   if (h.pickle_protocol) j["pickle-protocol"] = *h.pickle_protocol;
+  if (const auto* c = h.raw.find("capabilities"))
+    if (auto caps = capabilities_from_msgpack(*c)) j["capabilities"] = capabilities_to_json(*caps);
   return j;
 }
 
@@ -187,6 +167,8 @@ OrderedJson capabilities_to_json(const Capabilities& c) {
   j["codecs"] = c.codecs;
   j["max-pickle-protocol"] = c.max_pickle_protocol;
   j["gpu"] = c.gpu;
+  if (!c.dask_caps.empty()) j["dask-caps"] = c.dask_caps;
+  if (!c.role.empty()) j["role"] = c.role;
   return j;
 }
 
@@ -220,6 +202,34 @@ OrderedJson probe_to_json(const HostProbe& probe) {
 
 std::string probe_to_json_text(const HostProbe& probe) {
   return probe_to_json(probe).dump(2, ' ', false, OrderedJson::error_handler_t::replace) + "\n";
+}
+
+Result<Capabilities> capabilities_from_json(const OrderedJson& v, std::string_view where,
+                                            Capabilities defaults) {
+  if (!v.is_object()) return wrong_type(where, "an object", v);
+  Capabilities c = std::move(defaults);
+  if (const OrderedJson* m = present(v, "codecs")) {
+    auto l = string_list(*m, child(where, "codecs"));
+    if (!l) return std::move(l).error();
+    c.codecs = std::move(*l);
+  }
+  if (const OrderedJson* m = present(v, "max-pickle-protocol")) {
+    auto i = as_int64(*m, child(where, "max-pickle-protocol"));
+    if (!i) return std::move(i).error();
+    c.max_pickle_protocol = *i;
+  }
+  if (const OrderedJson* m = present(v, "gpu")) {
+    auto b = as_bool(*m, child(where, "gpu"));
+    if (!b) return std::move(b).error();
+    c.gpu = *b;
+  }
+  for (auto [key, field] : {std::pair{"dask-caps", &c.dask_caps}, std::pair{"role", &c.role}}) {
+    if (const OrderedJson* m = present(v, key)) {
+      if (!m->is_string()) return wrong_type(child(where, key), "a string", *m);
+      *field = m->get<std::string>();
+    }
+  }
+  return c;
 }
 
 // ---- reading the parts --------------------------------------------------------
@@ -256,6 +266,14 @@ Result<Handshake> handshake_from_json(const OrderedJson& v, std::string_view whe
     h.pickle_protocol = *n;
   }
   h.raw = h.to_msgpack();
+  // The Dask plugin's key, where a client here loads it (the probe script).
+  if (const OrderedJson* m = present(v, "capabilities")) {
+    const std::string at = child(where, "capabilities");
+    if (m->is_object() && !present(*m, "codecs")) return missing_key(at, "codecs");
+    auto c = capabilities_from_json(*m, at, Capabilities{});
+    if (!c) return std::move(c).error();
+    h.raw.set("capabilities", capabilities_to_msgpack(*c));
+  }
   return h;
 }
 

@@ -86,6 +86,10 @@ Result<CompressionValue> compression_from_json(const OrderedJson& value, std::st
 Result<Handshake> handshake_from_json(const OrderedJson& value, std::string_view where);
 Result<GpuInfo> gpu_from_json(const OrderedJson& value, std::string_view where);
 Result<PythonEnv> python_from_json(const OrderedJson& value, std::string_view where);
+/// {"codecs": [...], "max-pickle-protocol": N, "gpu": bool}: the keys
+/// present (and not null) replace those of `defaults`.
+Result<Capabilities> capabilities_from_json(const OrderedJson& value, std::string_view where,
+                                            Capabilities defaults);
 
 /// Reads a probe document from a parsed JSON value or from text.
 Result<HostProbe> probe_from_json(const OrderedJson& doc);

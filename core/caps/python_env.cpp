@@ -89,6 +89,20 @@ try:
         "python": [int(x) for x in _h["python"]],
         "pickle-protocol": int(_h["pickle-protocol"]),
     }
+    # A client here preloads the Dask plugin (distributed.client.preload):
+    # its handshake also carries the plugin's "capabilities" key. (Importing
+    # the plugin patches this process only, which exits after the probe.)
+    _preload = dask.config.get("distributed.client.preload", None) or []
+    if isinstance(_preload, str):
+        _preload = [_preload]
+    if "dask_caps.plugin" in list(_preload):
+        try:
+            import dask_caps.plugin as _plugin
+            r["handshake"]["capabilities"] = _plugin.published(_h["compression"])
+        except Exception as e:
+            del r["handshake"]
+            r["handshake-error"] = ("distributed.client.preload names dask_caps.plugin, "
+                                    "which a client here cannot load: " + why(e))
 except Exception as e:
     r["handshake-error"] = why(e)
 

@@ -203,37 +203,38 @@ void RecodeEngine::worker_loop() {
   }
 }
 
+Result<std::vector<Bytes>> recode_message(std::vector<Bytes> frames, const TranscodeOptions& options,
+                                          TranscodeReport& report, bool& passed_through, std::uint64_t offset,
+                                          std::shared_ptr<PageBuffer> storage) {
+  passed_through = false;
+  if (!needs_recode(frames, options)) {
+    // Forwarded as it is, but frame 0 is still read under the limits: a
+    // message the full path would refuse is refused here too.
+    if (!frames.empty()) {
+      const std::uint64_t at = offset + prelude_size(frames.size());
+      if (auto v = msgpack::decode_all(frames[0].span(), options.limits, at); !v)
+        return std::move(v).error().add_context("frame 0");
+    }
+    for (const Bytes& f : frames) report.bytes_in += f.size();
+    report.bytes_out = report.bytes_in;
+    passed_through = true;
+    return frames;
+  }
+  auto offsets = frame_offsets_for(offset, frames);
+  auto parsed = parse_message(std::move(frames), options.limits, offsets);
+  if (!parsed) return std::move(parsed).error();
+  parsed->storage = std::move(storage);
+  return transcode_message(std::move(*parsed), options, report);
+}
+
 RecodeEngine::Output RecodeEngine::run_one(const Stream& s, std::uint64_t seq, Input& input) const {
   Output out;
   out.stream = s.id;
   out.tag = input.tag;
   out.seq = seq;
   out.wire_size = input.wire_size;
-  const TranscodeOptions& topt = s.options.transcode;
-  if (!needs_recode(input.frames, topt)) {
-    // Forwarded as it is, but frame 0 is still read under the limits: a
-    // message the full path would refuse is refused here too.
-    if (!input.frames.empty()) {
-      const std::uint64_t at = input.offset + prelude_size(input.frames.size());
-      if (auto v = msgpack::decode_all(input.frames[0].span(), topt.limits, at); !v) {
-        out.frames = std::move(v).error().add_context("frame 0");
-        return out;
-      }
-    }
-    for (const Bytes& f : input.frames) out.report.bytes_in += f.size();
-    out.report.bytes_out = out.report.bytes_in;
-    out.passed_through = true;
-    out.frames = std::move(input.frames);
-    return out;
-  }
-  auto offsets = frame_offsets_for(input.offset, input.frames);
-  auto parsed = parse_message(std::move(input.frames), topt.limits, offsets);
-  if (!parsed) {
-    out.frames = std::move(parsed).error();
-    return out;
-  }
-  parsed->storage = std::move(input.storage);
-  out.frames = transcode_message(std::move(*parsed), topt, out.report);
+  out.frames = recode_message(std::move(input.frames), s.options.transcode, out.report, out.passed_through,
+                              input.offset, std::move(input.storage));
   return out;
 }
 

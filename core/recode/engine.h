@@ -77,6 +77,19 @@ struct EngineOptions {
 /// bytes, without decoding it.
 bool needs_recode(std::span<const Bytes> frames, const TranscodeOptions& options);
 
+/// One message recoded as `transcode` and the bridge recode each message
+/// (what a RecodeEngine worker does; the Python module's dask_caps.recode()
+/// calls it too): when needs_recode() says nothing can change, the frames
+/// come back untouched (`passed_through`), frame 0 still decoded under the
+/// limits so that a message the full path refuses is refused here too;
+/// otherwise the message is parsed (parse_message) and recoded
+/// (transcode_message). `offset` is where the message starts in its input
+/// (for error offsets); `storage` the buffer its frames sit in, when it is
+/// the message's own. Errors: those of the three calls, unchanged.
+Result<std::vector<Bytes>> recode_message(std::vector<Bytes> frames, const TranscodeOptions& options,
+                                          TranscodeReport& report, bool& passed_through,
+                                          std::uint64_t offset = 0, std::shared_ptr<PageBuffer> storage = {});
+
 class RecodeEngine {
  public:
   using StreamId = std::uint64_t;

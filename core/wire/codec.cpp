@@ -106,29 +106,63 @@ ZstdDecompressContext& thread_zstd_dctx() {
   return ctx;
 }
 
-// Grows a full output buffer (all of it written): to double its size, or to
-// the whole cap when doubling would stop short of it by less than half the
-// present size. The bytes move once at most (a mapping grows in place).
-void grow_output(Buffer& out, std::uint64_t cap) {
-  const std::uint64_t doubled = std::max<std::uint64_t>(2 * std::uint64_t{out.size()}, 64);
-  out.resize_uninitialised(static_cast<std::size_t>(doubled + out.size() / 2 >= cap ? cap : doubled));
+// The room compress() and decompress() write into: a Buffer, not zero-filled.
+// Growing it keeps the bytes written so far (moved once at most). With `compact`
+// (compressors, whose room is the codec's bound), an output that fills less
+// than half of it is copied into an exact-size buffer, so that the slack
+// does not stay allocated next to the frame until it is written; otherwise
+// the buffer keeps its room.
+class BufferRoom final : public OutputRoom {
+ public:
+  explicit BufferRoom(bool compact) : compact_(compact) {}
+  std::uint8_t* room(std::size_t size, std::size_t kept) override {
+    if (kept == 0) {
+      out_ = Buffer();  // the old room goes first
+      out_ = Buffer::uninitialised(size);
+      return out_.data();
+    }
+    // The bytes move once at most (a mapping grows in place).
+    out_.resize_uninitialised(size);
+    return out_.data();
+  }
+  void finish(std::size_t size) override {
+    if (compact_ && size < out_.size() / 2) {
+      out_ = Buffer(out_.data(), size);
+      return;
+    }
+    out_.resize_uninitialised(size);
+  }
+  Buffer take() { return std::move(out_); }
+
+ private:
+  Buffer out_;
+  bool compact_;
+};
+
+Error no_room(std::uint64_t size) {
+  return make_error(Errc::limit_exceeded, "cannot allocate " + std::to_string(size) + " bytes for the output");
 }
 
-// Compressors write straight into the buffer they return, sized to the
-// codec's bound (Buffer does not zero-fill it). When the output fills less
-// than half of it, it is copied into an exact-size buffer, so that the
-// slack does not stay allocated next to the frame until it is written.
+// The next room of an output that filled `size` bytes of room: double it,
+// or the whole cap when doubling would stop short of it by less than half
+// the present size (each step holds the old and the new room at once).
+std::size_t grown_room(std::size_t size, std::uint64_t cap) {
+  const std::uint64_t doubled = std::max<std::uint64_t>(2 * std::uint64_t{size}, 64);
+  return static_cast<std::size_t>(doubled + size / 2 >= cap ? cap : doubled);
+}
+
+// Compressors write straight into the room of the codec's bound.
 template <typename F>
-Result<Buffer> compress_into_bound(std::size_t bound, F&& compress_into) {
-  Buffer out = Buffer::uninitialised(bound);
-  Result<std::size_t> written = compress_into(out.data(), bound);
+Status compress_into_bound(OutputRoom& room, std::size_t bound, F&& compress_into) {
+  std::uint8_t* out = room.room(bound, 0);
+  if (out == nullptr && bound != 0) return no_room(bound);
+  Result<std::size_t> written = compress_into(out, bound);
   if (!written) return std::move(written).error();
-  if (*written < bound / 2) return Buffer(out.data(), *written);
-  out.resize_uninitialised(*written);
-  return out;
+  room.finish(*written);
+  return {};
 }
 
-Result<Buffer> lz4_compress(ByteSpan in) {
+Status lz4_compress(ByteSpan in, OutputRoom& room) {
   if (in.size() > static_cast<std::size_t>(LZ4_MAX_INPUT_SIZE))
     return make_error(Errc::unsupported, "lz4 cannot compress " + std::to_string(in.size()) +
                                              " bytes in one block");
@@ -142,10 +176,10 @@ Result<Buffer> lz4_compress(ByteSpan in) {
     if (written <= 0 && !in.empty()) return make_error(Errc::codec_failed, "lz4 compression failed");
     return 4 + static_cast<std::size_t>(std::max(written, 0));
   };
-  return compress_into_bound(4 + static_cast<std::size_t>(bound), into);
+  return compress_into_bound(room, 4 + static_cast<std::size_t>(bound), into);
 }
 
-Result<Buffer> lz4_decompress(ByteSpan in, std::uint64_t max_output) {
+Status lz4_decompress(ByteSpan in, std::uint64_t max_output, OutputRoom& room) {
   ByteReader r(in);
   auto size = r.u32_le();
   if (!size) return make_error(Errc::codec_failed, "lz4 frame shorter than its 4-byte size prefix");
@@ -158,15 +192,16 @@ Result<Buffer> lz4_decompress(ByteSpan in, std::uint64_t max_output) {
   if (*size > most_output(Codec::lz4, block.size())) return impossible_size(*size, block.size(), Codec::lz4);
   if (block.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
     return make_error(Errc::codec_failed, "lz4 block too large");
-  Buffer out = Buffer::uninitialised(*size);
-  const int got = LZ4_decompress_safe(reinterpret_cast<const char*>(block.data()),
-                                      reinterpret_cast<char*>(out.data()),
+  std::uint8_t* out = room.room(*size, 0);
+  if (out == nullptr && *size != 0) return no_room(*size);
+  const int got = LZ4_decompress_safe(reinterpret_cast<const char*>(block.data()), reinterpret_cast<char*>(out),
                                       static_cast<int>(block.size()), static_cast<int>(*size));
   if (got < 0) return make_error(Errc::codec_failed, "lz4 block is corrupt");
   if (static_cast<std::uint32_t>(got) != *size)
     return make_error(Errc::codec_failed, "lz4 block decoded to " + std::to_string(got) +
                                               " bytes, its prefix says " + std::to_string(*size));
-  return out;
+  room.finish(*size);
+  return {};
 }
 
 // Frames at least this large are compressed by several zstd workers when
@@ -180,7 +215,7 @@ constexpr std::size_t kZstdParallelBytes = std::size_t{2} << 20;
 // transcode 1 MiB jobs are as fast as 2 MiB ones for 7 MiB less peak RSS.
 constexpr std::size_t kZstdJobBytes = std::size_t{1} << 20;
 
-Result<Buffer> zstd_compress(ByteSpan in, int level, int workers) {
+Status zstd_compress(ByteSpan in, int level, int workers, OutputRoom& room) {
   ZstdCompressContext& ctx = thread_zstd_cctx();
   const bool parallel = workers > 1 && in.size() >= kZstdParallelBytes;
   // A parallel compression gets a context of its own, freed afterwards: its
@@ -206,9 +241,9 @@ Result<Buffer> zstd_compress(ByteSpan in, int level, int workers) {
       return make_error(Errc::codec_failed, std::string("zstd: ") + ZSTD_getErrorName(written));
     return written;
   };
-  auto out = compress_into_bound(ZSTD_compressBound(in.size()), into);
+  auto st = compress_into_bound(room, ZSTD_compressBound(in.size()), into);
   ctx.trim();
-  return out;
+  return st;
 }
 
 // Room for the first step of a zstd decode: the declared size when the
@@ -218,7 +253,7 @@ Result<Buffer> zstd_compress(ByteSpan in, int level, int workers) {
 constexpr std::uint64_t kZstdTrustRatio = 32;
 constexpr std::uint64_t kZstdFirstRoom = std::uint64_t{1} << 20;
 
-Result<Buffer> zstd_decompress(ByteSpan in, std::uint64_t max_output) {
+Status zstd_decompress(ByteSpan in, std::uint64_t max_output, OutputRoom& room) {
   if (in.size() < 4) return make_error(Errc::codec_failed, "zstd frame shorter than its magic");
   const unsigned long long declared = ZSTD_getFrameContentSize(in.data(), in.size());
   if (declared == ZSTD_CONTENTSIZE_ERROR)
@@ -242,17 +277,21 @@ Result<Buffer> zstd_decompress(ByteSpan in, std::uint64_t max_output) {
     ~Trim() { ctx.trim(); }
   } trim{ctx};
 
-  Buffer out = Buffer::uninitialised(static_cast<std::size_t>(
-      std::min(cap, std::max(kZstdFirstRoom, std::uint64_t{in.size()} * kZstdTrustRatio))));
+  std::size_t size = static_cast<std::size_t>(
+      std::min(cap, std::max(kZstdFirstRoom, std::uint64_t{in.size()} * kZstdTrustRatio)));
+  std::uint8_t* out = room.room(size, 0);
+  if (out == nullptr && size != 0) return no_room(size);
   std::size_t pos = 0;
   ZSTD_inBuffer input{in.data(), in.size(), 0};
-  bool whole_room = out.size() == cap;
+  bool whole_room = size == cap;
   for (;;) {
-    if (pos == out.size()) {
-      if (out.size() >= cap) break;  // one byte more than allowed came out
-      grow_output(out, cap);
+    if (pos == size) {
+      if (size >= cap) break;  // one byte more than allowed came out
+      size = grown_room(size, cap);
+      out = room.room(size, pos);
+      if (out == nullptr && size != 0) return no_room(size);
     }
-    ZSTD_outBuffer output{out.data(), out.size(), pos};
+    ZSTD_outBuffer output{out, size, pos};
     const std::size_t in_before = input.pos;
     const std::size_t ret = ZSTD_decompressStream(dctx, &output, &input);
     const bool progressed = input.pos != in_before || output.pos != pos;
@@ -265,8 +304,9 @@ Result<Buffer> zstd_decompress(ByteSpan in, std::uint64_t max_output) {
           pos == 0) {
         ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
         input.pos = 0;
-        out = Buffer();  // nothing written yet: no copy, and the old room goes first
-        out.resize_uninitialised(static_cast<std::size_t>(cap));
+        size = static_cast<std::size_t>(cap);
+        out = room.room(size, 0);  // nothing written yet: no copy, and the old room goes first
+        if (out == nullptr && size != 0) return no_room(size);
         whole_room = true;
         continue;
       }
@@ -286,21 +326,21 @@ Result<Buffer> zstd_decompress(ByteSpan in, std::uint64_t max_output) {
   if (known && pos != declared)
     return make_error(Errc::codec_failed, "zstd frame decoded to " + std::to_string(pos) +
                                               " bytes, its header says " + std::to_string(declared));
-  out.resize_uninitialised(pos);
-  return out;
+  room.finish(pos);
+  return {};
 }
 
-Result<Buffer> snappy_compress(ByteSpan in) {
+Status snappy_compress(ByteSpan in, OutputRoom& room) {
   auto into = [&](std::uint8_t* out, std::size_t) -> Result<std::size_t> {
     std::size_t written = 0;
     snappy::RawCompress(reinterpret_cast<const char*>(in.data()), in.size(), reinterpret_cast<char*>(out),
                         &written);
     return written;
   };
-  return compress_into_bound(snappy::MaxCompressedLength(in.size()), into);
+  return compress_into_bound(room, snappy::MaxCompressedLength(in.size()), into);
 }
 
-Result<Buffer> snappy_decompress(ByteSpan in, std::uint64_t max_output) {
+Status snappy_decompress(ByteSpan in, std::uint64_t max_output, OutputRoom& room) {
   std::size_t size = 0;
   if (!snappy::GetUncompressedLength(reinterpret_cast<const char*>(in.data()), in.size(), &size))
     return make_error(Errc::codec_failed, "snappy length header is corrupt");
@@ -310,26 +350,27 @@ Result<Buffer> snappy_decompress(ByteSpan in, std::uint64_t max_output) {
   while (header < in.size() && (in[header] & 0x80) != 0) ++header;
   const std::uint64_t elements = in.size() - std::min<std::uint64_t>(in.size(), header + 1);
   if (size > most_output(Codec::snappy, elements)) return impossible_size(size, elements, Codec::snappy);
-  Buffer out = Buffer::uninitialised(size);
-  if (!snappy::RawUncompress(reinterpret_cast<const char*>(in.data()), in.size(),
-                             reinterpret_cast<char*>(out.data())))
+  std::uint8_t* out = room.room(size, 0);
+  if (out == nullptr && size != 0) return no_room(size);
+  if (!snappy::RawUncompress(reinterpret_cast<const char*>(in.data()), in.size(), reinterpret_cast<char*>(out)))
     return make_error(Errc::codec_failed, "snappy block is corrupt");
-  return out;
+  room.finish(size);
+  return {};
 }
 
-Result<Buffer> zlib_compress(ByteSpan in, int level) {
+Status zlib_compress(ByteSpan in, int level, OutputRoom& room) {
   auto into = [&](std::uint8_t* out, std::size_t cap) -> Result<std::size_t> {
     uLongf written = static_cast<uLongf>(cap);
     const int rc = compress2(out, &written, in.data(), static_cast<uLong>(in.size()), level);
     if (rc != Z_OK) return make_error(Errc::codec_failed, "zlib compression failed (" + std::to_string(rc) + ")");
     return static_cast<std::size_t>(written);
   };
-  return compress_into_bound(compressBound(static_cast<uLong>(in.size())), into);
+  return compress_into_bound(room, compressBound(static_cast<uLong>(in.size())), into);
 }
 
 // zlib declares no size: the output buffer starts at four times the input
 // and doubles as output appears, never past one byte over the limit.
-Result<Buffer> zlib_decompress(ByteSpan in, std::uint64_t max_output) {
+Status zlib_decompress(ByteSpan in, std::uint64_t max_output, OutputRoom& room) {
   z_stream zs{};
   if (inflateInit(&zs) != Z_OK) return make_error(Errc::codec_failed, "zlib: cannot initialise");
   struct End {
@@ -337,7 +378,9 @@ Result<Buffer> zlib_decompress(ByteSpan in, std::uint64_t max_output) {
     ~End() { inflateEnd(&zs); }
   } end{zs};
   const std::uint64_t cap = max_output + 1;
-  Buffer out = Buffer::uninitialised(static_cast<std::size_t>(std::min<std::uint64_t>(cap, std::uint64_t{in.size()} * 4 + 64)));
+  std::size_t size = static_cast<std::size_t>(std::min<std::uint64_t>(cap, std::uint64_t{in.size()} * 4 + 64));
+  std::uint8_t* out = room.room(size, 0);
+  if (out == nullptr && size != 0) return no_room(size);
   std::size_t pos = 0;
   std::size_t fed = 0;
   int rc = Z_OK;
@@ -348,15 +391,17 @@ Result<Buffer> zlib_decompress(ByteSpan in, std::uint64_t max_output) {
       zs.avail_in = static_cast<uInt>(step);
       fed += step;
     }
-    if (pos == out.size()) {
-      if (out.size() >= cap) return decodes_too_large(max_output, "zlib");
-      grow_output(out, cap);
+    if (pos == size) {
+      if (size >= cap) return decodes_too_large(max_output, "zlib");
+      size = grown_room(size, cap);
+      out = room.room(size, pos);
+      if (out == nullptr && size != 0) return no_room(size);
     }
-    const std::size_t room = std::min<std::size_t>(out.size() - pos, 1u << 30);
-    zs.next_out = out.data() + pos;
-    zs.avail_out = static_cast<uInt>(room);
+    const std::size_t step = std::min<std::size_t>(size - pos, 1u << 30);
+    zs.next_out = out + pos;
+    zs.avail_out = static_cast<uInt>(step);
     rc = inflate(&zs, Z_NO_FLUSH);
-    pos += room - zs.avail_out;
+    pos += step - zs.avail_out;
     if (rc == Z_STREAM_END) break;
     if (rc == Z_BUF_ERROR && zs.avail_in == 0 && fed == in.size())
       return make_error(Errc::codec_failed, "zlib stream is truncated");
@@ -369,34 +414,55 @@ Result<Buffer> zlib_decompress(ByteSpan in, std::uint64_t max_output) {
   if (pos > max_output) return decodes_too_large(max_output, "zlib");
   if (fed < in.size() || zs.avail_in != 0)
     return make_error(Errc::codec_failed, "zlib stream has trailing bytes");
-  out.resize_uninitialised(pos);
-  return out;
+  room.finish(pos);
+  return {};
+}
+
+// Raw frames: the input as it is, bounded like any other output.
+Status copy_into(ByteSpan input, OutputRoom& room) {
+  std::uint8_t* out = room.room(input.size(), 0);
+  if (out == nullptr && input.size() != 0) return no_room(input.size());
+  if (!input.empty()) std::memcpy(out, input.data(), input.size());
+  room.finish(input.size());
+  return {};
 }
 
 }  // namespace
 
-Result<Buffer> compress(Codec c, ByteSpan input, const CompressOptions& options) {
+Status compress_into(Codec c, ByteSpan input, OutputRoom& out, const CompressOptions& options) {
   switch (c) {
-    case Codec::none: return Buffer(input);
-    case Codec::lz4: return lz4_compress(input);
-    case Codec::zstd: return zstd_compress(input, options.zstd_level, options.zstd_workers);
-    case Codec::snappy: return snappy_compress(input);
-    case Codec::zlib: return zlib_compress(input, options.zlib_level);
+    case Codec::none: return copy_into(input, out);
+    case Codec::lz4: return lz4_compress(input, out);
+    case Codec::zstd: return zstd_compress(input, options.zstd_level, options.zstd_workers, out);
+    case Codec::snappy: return snappy_compress(input, out);
+    case Codec::zlib: return zlib_compress(input, options.zlib_level, out);
   }
   return make_error(Errc::internal, "unknown codec");
 }
 
-Result<Buffer> decompress(Codec c, ByteSpan input, std::uint64_t max_output) {
+Status decompress_into(Codec c, ByteSpan input, std::uint64_t max_output, OutputRoom& out) {
   switch (c) {
     case Codec::none:
       if (input.size() > max_output) return too_large(input.size(), max_output, "raw");
-      return Buffer(input);
-    case Codec::lz4: return lz4_decompress(input, max_output);
-    case Codec::zstd: return zstd_decompress(input, max_output);
-    case Codec::snappy: return snappy_decompress(input, max_output);
-    case Codec::zlib: return zlib_decompress(input, max_output);
+      return copy_into(input, out);
+    case Codec::lz4: return lz4_decompress(input, max_output, out);
+    case Codec::zstd: return zstd_decompress(input, max_output, out);
+    case Codec::snappy: return snappy_decompress(input, max_output, out);
+    case Codec::zlib: return zlib_decompress(input, max_output, out);
   }
   return make_error(Errc::internal, "unknown codec");
+}
+
+Result<Buffer> compress(Codec c, ByteSpan input, const CompressOptions& options) {
+  BufferRoom out(/*compact=*/true);
+  if (auto st = compress_into(c, input, out, options); !st) return std::move(st).error();
+  return out.take();
+}
+
+Result<Buffer> decompress(Codec c, ByteSpan input, std::uint64_t max_output) {
+  BufferRoom out(/*compact=*/false);
+  if (auto st = decompress_into(c, input, max_output, out); !st) return std::move(st).error();
+  return out.take();
 }
 
 std::optional<std::uint64_t> declared_size(Codec c, ByteSpan input) {

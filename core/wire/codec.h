@@ -71,6 +71,30 @@ Result<Buffer> compress(Codec c, ByteSpan input, const CompressOptions& options 
 /// Errors carry no offset; callers add the frame's position.
 Result<Buffer> decompress(Codec c, ByteSpan input, std::uint64_t max_output);
 
+/// Memory a codec writes its output into, for a caller that owns where the
+/// output lives (the Python module writes it straight into the bytes object
+/// it returns, so that the output is made once). The codec asks for room
+/// before it writes: room(n, 0) first; when the output outgrows it (zstd
+/// and zlib, which may not know their size), room(larger, kept), which must
+/// keep the first `kept` bytes written so far; then finish(size): the
+/// output is the first `size` bytes of the last room. room() may return
+/// nullptr when it cannot have that much: the codec then fails with
+/// Errc::limit_exceeded ("cannot allocate N bytes for the output"); for a
+/// size of 0, nullptr is as good a room as any other. On any
+/// error finish() is not called and the room's bytes mean nothing.
+/// compress() and decompress() above write into a Buffer this way.
+class OutputRoom {
+ public:
+  virtual ~OutputRoom() = default;
+  virtual std::uint8_t* room(std::size_t size, std::size_t kept) = 0;
+  virtual void finish(std::size_t size) = 0;
+};
+
+/// compress() and decompress() into a room of the caller's: the same rules,
+/// the same output bytes and the same errors.
+Status compress_into(Codec c, ByteSpan input, OutputRoom& out, const CompressOptions& options = {});
+Status decompress_into(Codec c, ByteSpan input, std::uint64_t max_output, OutputRoom& out);
+
 /// The uncompressed size a frame declares in its own header (lz4 prefix,
 /// zstd frame content size, snappy varint), or nullopt when the format does
 /// not say (zlib) or the header is unreadable.

@@ -113,4 +113,16 @@ std::uint64_t message_wire_size(std::span<const Bytes> frames) {
   return total;
 }
 
+Status check_frames(std::span<const Bytes> frames, const Limits& limits) {
+  // The prelude these frames would travel with, read by the one decoder of
+  // preludes: it answers "need more" (the frames) once every check passed.
+  std::vector<std::uint64_t> lengths;
+  lengths.reserve(frames.size());
+  for (const Bytes& f : frames) lengths.push_back(f.size());
+  const Buffer prelude = encode_prelude(lengths);
+  auto step = decode_frames(prelude, limits, 0);
+  if (!step) return std::move(step).error();
+  return {};
+}
+
 }  // namespace daskcaps

@@ -73,4 +73,11 @@ Buffer encode_message(std::span<const Bytes> frames);
 /// Sum of the frame sizes plus the prelude: the bytes encode_message writes.
 std::uint64_t message_wire_size(std::span<const Bytes> frames);
 
+/// Frames a caller holds rather than read from the wire (the Python
+/// module's) checked as decode_frames() checks a message's prelude: at
+/// least one frame, at most Limits::max_frames, at most
+/// Limits::max_message_bytes with the prelude; the same errors, with the
+/// offsets of a message that starts at 0.
+Status check_frames(std::span<const Bytes> frames, const Limits& limits);
+
 }  // namespace daskcaps

@@ -85,12 +85,18 @@ std::optional<Capabilities> capabilities_from_msgpack(const msgpack::Value& v) {
   }
   if (const auto* p = v.find("max-pickle-protocol")) {
     auto i = p->to_int64();
-    if (!i) return std::nullopt;
+    if (!i || *i < 0) return std::nullopt;
     c.max_pickle_protocol = *i;
   }
   if (const auto* g = v.find("gpu")) {
     if (!g->is_bool()) return std::nullopt;
     c.gpu = g->as_bool();
+  }
+  for (auto [key, field] : {std::pair{"dask-caps", &c.dask_caps}, std::pair{"role", &c.role}}) {
+    if (const auto* s = v.find(key)) {
+      if (!s->is_str()) return std::nullopt;
+      *field = s->as_str();
+    }
   }
   return c;
 }
@@ -103,6 +109,8 @@ msgpack::Value capabilities_to_msgpack(const Capabilities& c) {
   m.set("codecs", Value::array(std::move(codecs)));
   m.set("max-pickle-protocol", Value::integer(c.max_pickle_protocol));
   m.set("gpu", Value::boolean(c.gpu));
+  if (!c.dask_caps.empty()) m.set("dask-caps", Value::str(c.dask_caps));
+  if (!c.role.empty()) m.set("role", Value::str(c.role));
   return m;
 }
 

@@ -42,15 +42,23 @@ Result<Handshake> handshake_from_msgpack(const msgpack::Value& v);
 
 /// The extended set a peer could use to pick the best common options
 /// (DESIGN.md `capabilities`): codecs it decodes, in its preference order;
-/// the highest pickle protocol it reads; whether it holds a GPU.
+/// the highest pickle protocol it reads; whether it holds a GPU; and who
+/// published it.
 struct Capabilities {
   std::vector<std::string> codecs;  // e.g. {"lz4", "snappy", "zstd", "zlib"}
   std::int64_t max_pickle_protocol = 5;
   bool gpu = false;
+  std::string dask_caps{};  // the publisher's dask-caps version ("0.1.0"); "" when not said
+  std::string role{};       // "scheduler", "worker", "nanny", "client"; "" when not said
 };
 
-/// Reads {"codecs": [...], "max-pickle-protocol": N, "gpu": bool} as a
-/// dask-caps peer publishes it; nullopt when it is not such a map.
+/// Reads the "capabilities" handshake key as dask-caps peers publish it
+/// (the Dask plugin dask_caps.plugin, `check`, `serve`; README "Inside
+/// Dask"): a map {"codecs": [str...], "max-pickle-protocol": int >= 0,
+/// "gpu": bool, "dask-caps": str, "role": str}, "codecs" required, the rest
+/// optional (5, false, "", ""), other members ignored. nullopt when it is
+/// not such a map (a member of the wrong type, a negative protocol): the
+/// peer is then read as a plain Dask peer.
 std::optional<Capabilities> capabilities_from_msgpack(const msgpack::Value& v);
 /// The inverse, for the handshake and identity dask-caps sends.
 msgpack::Value capabilities_to_msgpack(const Capabilities& c);

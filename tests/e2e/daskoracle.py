@@ -539,12 +539,15 @@ def small_dumps_stream(path):
 
 # ---- the loop -----------------------------------------------------------
 
-def _serve():
+def _serve(functions=None):
+    """Answers requests for `functions` (name -> callable; default: this
+    module's public functions) until stdin ends."""
     requests = os.fdopen(os.dup(0), "rb")
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # whatever prints goes to stderr
     sys.stdout = sys.stderr
-    functions = {k: v for k, v in globals().items() if callable(v) and not k.startswith("_")}
+    if functions is None:
+        functions = {k: v for k, v in globals().items() if callable(v) and not k.startswith("_")}
     while True:
         head = requests.read(8)
         if len(head) < 8:
@@ -562,6 +565,8 @@ def _serve():
         replies.write(struct.pack("<Q", len(body)) + body)
         replies.flush()
 
+
+serve = _serve  # for other oracle scripts: daskoracle.serve({name: function})
 
 if __name__ == "__main__":
     _serve()

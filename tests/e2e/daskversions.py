@@ -60,13 +60,15 @@ class OracleError(AssertionError):
 class Oracle:
     """One interpreter of a Dask version running daskoracle.py functions."""
 
-    def __init__(self, python: str, label: str):
+    def __init__(self, python: str, label: str, script: str = ORACLE_SCRIPT):
+        """`script`: daskoracle.py, or another script that serves its own
+        functions with daskoracle.serve()."""
         self.label = label
         self.log = tempfile.NamedTemporaryFile(prefix="daskcaps-oracle-", suffix=".log", delete=False)
         env = dict(os.environ)
         env.pop("DASK_DISTRIBUTED__COMM__COMPRESSION", None)
         env.setdefault("DASK_DISTRIBUTED__LOGGING__DISTRIBUTED", "warning")
-        self.proc = subprocess.Popen([python, ORACLE_SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen([python, script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, env=env, cwd=tempfile.gettempdir(),
                                      start_new_session=True)
 
@@ -131,6 +133,7 @@ class DaskVersion:
         self.python = python
         self.missing = missing  # why it cannot run, or None
         self._oracle = None
+        self._helpers = {}
         self._info = None
 
     @property
@@ -142,6 +145,14 @@ class DaskVersion:
             self._oracle = Oracle(self.python, self.label)
             atexit.register(self._oracle.close)
         return self._oracle
+
+    def helper(self, script: str) -> Oracle:
+        """An oracle of this version that runs `script` instead of
+        daskoracle.py (one per script, started once)."""
+        if script not in self._helpers:
+            self._helpers[script] = Oracle(self.python, self.label, script)
+            atexit.register(self._helpers[script].close)
+        return self._helpers[script]
 
     def info(self) -> dict:
         """daskoracle.info() of this version (cached)."""

@@ -7,7 +7,8 @@ they are installed under; private ones as "core/<layer>/detail/x.h"):
   - headers of its own layer;
   - headers of the layers its layer links, directly or through them;
   - not a header in another layer's detail/ folder (those are private);
-and cli/ may include any public header but no detail/ one. Run by CTest as
+and cli/ and python/ (the module's C++) may include any public header but
+no detail/ one. Run by CTest as
 `layers`; prints one line per violation and exits 1 when there is any.
 """
 import os
@@ -72,17 +73,20 @@ def main():
         print("layers: no daskcaps_layer() calls found")
         return 1
     problems = []
-    for top in ("core", "formats", "cli"):
-        for dirpath, _, files in os.walk(os.path.join(ROOT, top)):
+    for top in ("core", "formats", "cli", "python"):
+        for dirpath, dirnames, files in os.walk(os.path.join(ROOT, top)):
+            # python/build/: what `pip install ./python` leaves behind.
+            dirnames[:] = [d for d in dirnames if not (top == "python" and d == "build")]
             for name in sorted(files):
                 if not name.endswith((".h", ".cpp")):
                     continue
                 path = os.path.relpath(os.path.join(dirpath, name), ROOT)
                 own, _ = layer_of(path)
-                if top != "cli" and own not in deps:
+                thin = top in ("cli", "python")
+                if not thin and own not in deps:
                     problems.append(f"{path}: not in a layer of core/CMakeLists.txt")
                     continue
-                allowed = closure(deps, own) | {own} if top != "cli" else set(deps)
+                allowed = closure(deps, own) | {own} if not thin else set(deps)
                 with open(os.path.join(ROOT, path), errors="replace") as f:
                     text = f.read()
                 for line_no, inc in ((text.count("\n", 0, m.start()) + 1, m.group(1))
@@ -96,7 +100,7 @@ def main():
                             problems.append(f"{path}:{line_no}: includes {inc} (cli/ is above every layer)")
                         continue
                     if target not in allowed:
-                        problems.append(f"{path}:{line_no}: layer {own or 'cli'} includes {inc} "
+                        problems.append(f"{path}:{line_no}: layer {own or top} includes {inc} "
                                         f"from layer {target}, which it does not link")
                     elif private and target != own:
                         problems.append(f"{path}:{line_no}: includes {inc}, private to layer {target}")

@@ -398,6 +398,51 @@ TEST_CASE("caps: a dask-caps peer publishes its capabilities in the handshake") 
   REQUIRE(back);
   CHECK(back->codecs == c.codecs);
   CHECK(!capabilities_from_msgpack(map({{"codecs", num(1)}})));
+  CHECK(p.published_by.empty());
+}
+
+TEST_CASE("caps: the Dask plugin's capabilities key: its version and role, and what makes it malformed") {
+  // As dask_caps.plugin publishes it (README "Inside Dask").
+  Value key = map({{"codecs", arr({str("zstd"), str("lz4"), str("snappy"), str("zlib")})},
+                   {"max-pickle-protocol", num(5)},
+                   {"gpu", Value::boolean(false)},
+                   {"dask-caps", str("0.1.0")},
+                   {"role", str("worker")},
+                   {"a-later-member", num(7)}});
+  auto c = capabilities_from_msgpack(key);
+  REQUIRE(c);
+  CHECK(c->codecs == std::vector<std::string>{"zstd", "lz4", "snappy", "zlib"});
+  CHECK(c->dask_caps == "0.1.0");
+  CHECK(c->role == "worker");
+  auto back = capabilities_from_msgpack(capabilities_to_msgpack(*c));
+  REQUIRE(back);
+  CHECK(back->dask_caps == "0.1.0");
+  CHECK(back->role == "worker");
+  CHECK(!capabilities_to_msgpack(Capabilities{}).find("dask-caps"));
+
+  Value m = hs("zstd").to_msgpack();
+  m.set("capabilities", key);
+  Peer p = peer_from_live("tcp://127.0.0.3:1", "Worker", "127.0.0.3", *handshake_from_msgpack(m), nullptr, nullptr);
+  CHECK(p.published);
+  CHECK(p.published_by == "0.1.0");
+  CHECK(p.codecs.front() == "zstd");
+
+  // Malformed: the peer is read as a plain Dask peer (its advertised codec).
+  for (const auto& [member, bad] : std::vector<std::pair<const char*, Value>>{
+           {"dask-caps", num(1)}, {"role", Value::boolean(true)}, {"max-pickle-protocol", num(-1)},
+           {"gpu", str("no")}}) {
+    CAPTURE(member);
+    Value k = key;
+    k.set(member, bad);
+    CHECK(!capabilities_from_msgpack(k));
+    Value hm = hs("zstd").to_msgpack();
+    hm.set("capabilities", k);
+    Peer plain = peer_from_live("tcp://127.0.0.3:1", "Worker", "127.0.0.3", *handshake_from_msgpack(hm), nullptr,
+                                nullptr);
+    CHECK(!plain.published);
+    CHECK(plain.published_by.empty());
+    CHECK(plain.codecs == std::vector<std::string>{"zstd", "zlib"});
+  }
 }
 
 TEST_CASE("caps: relay through the scheduler names the client that cannot decode (dask/distributed#7774)") {

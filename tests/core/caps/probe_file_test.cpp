@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include "daskcaps/caps/caps.h"
 #include "support/prefixes.h"
 
 using namespace daskcaps;
@@ -120,6 +121,35 @@ TEST_CASE("probe_file: a hand-written handshake is enough") {
   CHECK(!p->capabilities.gpu);
 }
 
+TEST_CASE("probe_file: the Dask plugin's key in the handshake survives the round trip") {
+  // What probe writes where a client on the host loads dask_caps.plugin.
+  const std::string body =
+      R"("hostname": "laptop", "handshake": {"compression": null, "python": [3, 11, 2], "pickle-protocol": 5, )"
+      R"("capabilities": {"codecs": ["lz4", "snappy", "zstd", "zlib"], "max-pickle-protocol": 5, "gpu": false, )"
+      R"("dask-caps": "0.1.0"}})";
+  auto p = parse_probe_file(with_schema(body));
+  REQUIRE(p);
+  const auto* key = p->handshake->raw.find("capabilities");
+  REQUIRE(key);
+  auto caps = capabilities_from_msgpack(*key);
+  REQUIRE(caps);
+  CHECK(caps->codecs.size() == 4);
+  CHECK(caps->dask_caps == "0.1.0");
+  auto back = parse_probe_file(probe_to_json_text(*p));
+  REQUIRE(back);
+  CHECK(probe_to_json_text(*back) == probe_to_json_text(*p));
+  CHECK(probe_to_json_text(*p).find(R"("dask-caps": "0.1.0")") != std::string::npos);
+  CHECK(peer_from_probe(*p, "laptop.json", "file").published_by == "0.1.0");
+  // Without the key nothing is said of a publisher.
+  auto plain = parse_probe_file(with_schema(R"("handshake": {"compression": null, "pickle-protocol": 5})"));
+  REQUIRE(plain);
+  CHECK(probe_to_json_text(*plain).find("dask-caps\"") == std::string::npos);
+  CHECK(peer_from_probe(*plain, "x.json", "file").published_by.empty());
+  auto missing = parse_probe_file(with_schema(R"("handshake": {"compression": null, "capabilities": {"gpu": true}})"));
+  REQUIRE(!missing);
+  CHECK(missing.error().message().find("/handshake/capabilities") != std::string::npos);
+}
+
 TEST_CASE("probe_file: an incomplete handshake is kept as written") {
   auto p = parse_probe_file(with_schema(R"("handshake": {"compression": null, "python": [3, 7, 9]})"));
   REQUIRE(p);
@@ -215,6 +245,10 @@ TEST_CASE("probe_file: wrong types are named with their JSON pointer") {
       {R"("handshake": {"python": [3, "11"]})",
        "/handshake/python/1: expected an integer, found a string"},
       {R"("handshake": [])", "/handshake: expected an object, found an array"},
+      {R"("handshake": {"compression": "lz4", "capabilities": {"codecs": ["lz4"], "dask-caps": 1}})",
+       "/handshake/capabilities/dask-caps: expected a string, found an integer"},
+      {R"("handshake": {"compression": "lz4", "capabilities": []})",
+       "/handshake/capabilities: expected an object, found an array"},
       {R"("capabilities": {"gpu": "yes"})", "/capabilities/gpu: expected a boolean, found a string"},
       {R"("capabilities": {}, "gpu": {"devices": [{"memory-bytes": -1}]})",
        "/gpu/devices/0/memory-bytes: expected a non-negative integer, found -1"},

@@ -5,7 +5,10 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "support/test_bytes.h"
 
@@ -293,4 +296,90 @@ TEST_CASE("codec: compressed frames hold no slack larger than themselves") {
       CHECK(z->capacity() <= 2 * z->size());
     }
   }
+}
+
+namespace {
+// A caller's room that records what the codec asked for, and can refuse.
+struct RecordingRoom final : OutputRoom {
+  std::vector<std::pair<std::size_t, std::size_t>> asked;  // (size, kept)
+  std::size_t refuse_above = ~std::size_t{0};
+  std::vector<std::uint8_t> memory;
+  std::optional<std::size_t> finished;
+  std::uint8_t* room(std::size_t size, std::size_t kept) override {
+    asked.emplace_back(size, kept);
+    if (size > refuse_above) return nullptr;
+    std::vector<std::uint8_t> bigger(size);
+    std::copy_n(memory.begin(), std::min(kept, memory.size()), bigger.begin());
+    memory.swap(bigger);
+    return memory.data();
+  }
+  void finish(std::size_t size) override { finished = size; }
+  ByteSpan output() const { return {memory.data(), *finished}; }
+};
+}  // namespace
+
+TEST_CASE("codec: compress_into and decompress_into give the bytes of compress and decompress") {
+  const Buffer data = compressible(300000);
+  for (Codec c : {Codec::none, Codec::lz4, Codec::zstd, Codec::snappy, Codec::zlib}) {
+    CAPTURE(codec_name(c));
+    RecordingRoom z;
+    REQUIRE(compress_into(c, data, z));
+    REQUIRE(z.finished);
+    const Buffer whole = *compress(c, data);
+    CHECK(std::equal(whole.begin(), whole.end(), z.output().begin(), z.output().end()));
+    RecordingRoom d;
+    REQUIRE(decompress_into(c, z.output(), data.size(), d));
+    CHECK(std::equal(data.begin(), data.end(), d.output().begin(), d.output().end()));
+    // A size-declaring codec asks once, for the output (zstd one byte more,
+    // to tell a frame that makes more than it declares).
+    const std::size_t room = data.size() + (c == Codec::zstd ? 1 : 0);
+    if (c != Codec::zlib) CHECK(d.asked == std::vector<std::pair<std::size_t, std::size_t>>{{room, 0}});
+  }
+}
+
+TEST_CASE("codec: decompress_into grows the room of a frame that declares no size, keeping its bytes") {
+  const Buffer zeros(8 << 20, 0);
+  RecordingRoom z;
+  REQUIRE(compress_into(Codec::zlib, zeros, z));
+  RecordingRoom d;
+  REQUIRE(decompress_into(Codec::zlib, z.output(), zeros.size(), d));
+  REQUIRE(d.asked.size() > 2);
+  CHECK(d.asked.front().second == 0);
+  for (std::size_t i = 1; i < d.asked.size(); ++i) CHECK(d.asked[i].second == d.asked[i - 1].first);
+  CHECK(std::equal(zeros.begin(), zeros.end(), d.output().begin(), d.output().end()));
+  // zstd without a content size: the same growth.
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 0);
+  Buffer frame = Buffer::uninitialised(ZSTD_compressBound(zeros.size()));
+  frame.resize_uninitialised(ZSTD_compress2(cctx, frame.data(), frame.size(), zeros.data(), zeros.size()));
+  ZSTD_freeCCtx(cctx);
+  RecordingRoom s;
+  REQUIRE(decompress_into(Codec::zstd, frame, zeros.size(), s));
+  CHECK(s.asked.size() > 1);
+  CHECK(std::equal(zeros.begin(), zeros.end(), s.output().begin(), s.output().end()));
+}
+
+TEST_CASE("codec: a room the caller cannot give is limit_exceeded, before anything is written") {
+  const Buffer data = compressible(100000);
+  for (Codec c : {Codec::lz4, Codec::zstd, Codec::snappy, Codec::zlib}) {
+    CAPTURE(codec_name(c));
+    const Buffer z = *compress(c, data);
+    RecordingRoom d;
+    d.refuse_above = 1000;
+    auto st = decompress_into(c, z, data.size(), d);
+    REQUIRE(!st);
+    CHECK(st.error().code == Errc::limit_exceeded);
+    CHECK(st.error().what.starts_with("cannot allocate "));
+    CHECK(!d.finished);
+    RecordingRoom e;
+    e.refuse_above = 10;
+    auto cst = compress_into(c, data, e);
+    REQUIRE(!cst);
+    CHECK(cst.error().code == Errc::limit_exceeded);
+  }
+  // Nothing to write: an empty frame needs no room at all.
+  RecordingRoom empty;
+  empty.refuse_above = 0;
+  REQUIRE(decompress_into(Codec::lz4, *compress(Codec::lz4, {}), 10, empty));
+  CHECK(empty.finished == std::size_t{0});
 }

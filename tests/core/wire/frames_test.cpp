@@ -112,3 +112,26 @@ TEST_CASE("frames: every prefix asks for more, never succeeds or fails") {
   });
   CHECK(message_wire_size(frames) == msg.size());
 }
+
+TEST_CASE("frames: check_frames applies the prelude's rules to frames held in memory") {
+  const Bytes one = Bytes::copy_of(as_bytes("\x80"));
+  CHECK(check_frames(std::vector<Bytes>{one, one}, {}));
+  auto none = check_frames(std::vector<Bytes>{}, {});
+  REQUIRE(!none);
+  CHECK(none.error().code == Errc::bad_value);
+  CHECK(none.error().message() == "@0x8: message has a frame count of 0");
+  Limits few;
+  few.max_frames = 2;
+  auto many = check_frames(std::vector<Bytes>(3, one), few);
+  REQUIRE(!many);
+  CHECK(many.error().code == Errc::limit_exceeded);
+  CHECK(many.error().what == "frame count 3 exceeds limit 2 (--max-frames)");
+  Limits small;
+  small.max_message_bytes = 100;
+  const Bytes big = Bytes(Buffer(60, 0));
+  CHECK(check_frames(std::vector<Bytes>{big}, small));  // 16 + 8 + 60 bytes
+  auto over = check_frames(std::vector<Bytes>{big, big}, small);  // 16 + 16 + 120
+  REQUIRE(!over);
+  CHECK(over.error().code == Errc::limit_exceeded);
+  CHECK(over.error().offset == 24);  // the second length
+}

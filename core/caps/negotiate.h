@@ -1,0 +1,70 @@
+// negotiate(): what `check` says of two peers, for callers that hold them
+// as documents rather than as endpoints (the Python module's
+// dask_caps.negotiate(), and through it the Dask plugin): what Dask
+// negotiates between them, what it should negotiate per direction, and the
+// findings, by the rules of core/caps/caps.h (evaluate_pair), as the pair
+// object of `check --json` (core/caps/pair_json.h).
+//
+// A side is one of:
+//   - a probe document (an object with "schema": what `probe --json`
+//     prints, read as a probe file is, core/caps/probe_file.h): its
+//     handshake, capabilities, Python version and packages;
+//   - a handshake dict ({"compression": ..., "python": [3, 11, 2],
+//     "pickle-protocol": 5}, as Dask sends it, read as a probe file's
+//     "handshake" is): capabilities inferred from it as `check` infers them
+//     for a live peer without a versions reply (peer_from_live), unless the
+//     dict has a "capabilities" member ({"codecs": [...],
+//     "max-pickle-protocol": N, "gpu": bool}), which is then published.
+// Capabilities given beside a side (NegotiateSide::capabilities) take the
+// place of those keys they name, and make the side's capabilities published.
+//
+// The result is the pair object with a = local and b = remote, followed by
+// what each side should write with, always per direction:
+//   "local-to-remote": {"compression": "lz4"|null, "pickle-protocol": 5, "layout": "cpu"|"gpu"},
+//   "remote-to-local": {...}
+// `check REMOTE.json --as LOCAL.json --json` gives the same pair object
+// (its pairs[0]) for the same two probe files, named by their paths.
+//
+// Errors: Errc::bad_value for a side that is neither (not an object, a
+// wrong type in a key, named by its JSON pointer under "/local" or
+// "/remote"), and the probe file errors of probe_from_json.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "daskcaps/base/result.h"
+#include "daskcaps/caps/caps.h"
+#include "daskcaps/caps/pair_json.h"
+#include "daskcaps/wire/handshake.h"
+
+namespace daskcaps {
+
+struct NegotiateSide {
+  OrderedJson document;  // a probe document or a handshake dict
+  std::string name;      // how the findings name it
+  /// The role its findings and hints use ("client", "file", "Scheduler",
+  /// "Worker", "Nanny", or ""); nullopt: "client" for the local side (as
+  /// `check --as` has it), "file" for a probe document, "" for a handshake.
+  std::optional<std::string> role;
+  /// Published capabilities (see above); nullopt: none given.
+  std::optional<OrderedJson> capabilities;
+};
+
+struct NegotiateOptions {
+  /// Both sides on one host (what the newest releases advertise then);
+  /// nullopt: as `check` decides for probe files, when both name the same
+  /// host name.
+  std::optional<bool> same_host;
+  PythonRule python_rule = PythonRule::same_minor;
+};
+
+/// One side as a Peer; `where` prefixes the JSON pointers of errors.
+Result<Peer> peer_from_document(const NegotiateSide& side, std::string default_role, std::string_view where);
+
+/// The pair object described above.
+Result<OrderedJson> negotiate(const NegotiateSide& local, const NegotiateSide& remote,
+                              const NegotiateOptions& options = {});
+
+}  // namespace daskcaps

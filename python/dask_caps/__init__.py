@@ -1,0 +1,59 @@
+"""dask_caps: the dask-caps core for Python.
+
+The same rules and the same bytes as the ``dask-caps`` command, one core
+function per operation (python/README.md has the details):
+
+    probe(python=None, *, timeout=60.0) -> dict
+        What ``dask-caps probe --json`` prints. python=None probes the
+        running interpreter (sys.executable; "python" is None and
+        "python-error" says why when it lacks distributed), a path or name
+        probes that one (and raises Error when it cannot), False none.
+
+    negotiate(local, remote, *, same_host=None, local_name="local",
+              remote_name="remote", local_role=None, remote_role=None,
+              local_capabilities=None, remote_capabilities=None,
+              python_rule="same-minor") -> dict
+        What ``dask-caps check`` says of the pair: its "a", "b", "dask",
+        "recommended" and "findings", then "local-to-remote" and
+        "remote-to-local" ({"compression", "pickle-protocol", "layout"}).
+        local and remote are probe documents (dicts as probe files hold
+        them) or handshake dicts ({"compression", "python",
+        "pickle-protocol"}, optionally "capabilities").
+
+    compress(codec, data, *, level=None, threads=0) -> bytes
+    decompress(codec, data, max_output=2**31) -> bytes
+        One frame in the format of Dask's compressions[codec] ("lz4",
+        "zstd", "snappy", "zlib"; None for raw), from any bytes-like object.
+
+    recode(frames, *, codec=None, pickle_protocol=None, layout=None,
+           accept_codecs=None, inline_buffers=False,
+           keep_unconvertible=False, zstd_level=3, zstd_threads=0,
+           dask_release="2022.12",
+           shard_bytes=64 MiB, limits=None) -> list
+        One Dask message (the frames of distributed.protocol.dumps)
+        recoded as ``dask-caps transcode`` recodes it. Frames that pass
+        through are the objects given (or memoryviews on them).
+
+    inspect(frames, *, dis=False, limits=None) -> dict
+        What ``dask-caps inspect --json`` says of that message.
+
+    CODECS       the codecs of the core, ("lz4", "snappy", "zstd", "zlib")
+    Error        the core's errors: str(e) the one-line message, e.kind
+                 the kind ("codec_failed", "truncated", ...), e.offset
+    __version__  the version of dask-caps
+
+The GIL is released while the core works; nothing executes a pickle.
+"""
+from ._core import (  # noqa: F401
+    CODECS,
+    Error,
+    __version__,
+    compress,
+    decompress,
+    inspect,
+    negotiate,
+    probe,
+    recode,
+)
+
+__all__ = ["CODECS", "Error", "__version__", "compress", "decompress", "inspect", "negotiate", "probe", "recode"]

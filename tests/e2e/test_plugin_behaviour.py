@@ -1,0 +1,367 @@
+"""The plugin's rules, one at a time, inside the real Dask, 2022.12.1 and
+newest (issue 16, items 3 and "Bad input and failure").
+
+Each case runs a short script in a fresh interpreter of the Dask version
+under test (imports patch the process, so no case shares one), calling
+Dask's own functions (Comm.handshake_info, Comm.handshake_configuration,
+distributed.protocol.dumps and loads, maybe_compress, decompress) with the
+plugin installed, and prints one JSON line the case asserts on. The
+plugin's log lines are collected from the logger "distributed.dask_caps".
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import daskversions  # noqa: E402
+import pluginsupport  # noqa: E402
+
+MISSING = pluginsupport.missing()
+
+PRELUDE = r"""
+import json, logging, sys
+HIDE = %(hide)r
+for name in HIDE:
+    sys.modules[name] = None
+LOG = []
+class Collect(logging.Handler):
+    def emit(self, record):
+        LOG.append((record.levelname, record.getMessage()))
+_log = logging.getLogger("distributed.dask_caps")
+_log.addHandler(Collect())
+_log.setLevel(logging.DEBUG)
+import numpy as np
+import dask
+import distributed
+from distributed.comm.core import Comm
+from distributed.protocol import compression, dumps as plain_dumps, loads, to_serialize
+from distributed.protocol.serialize import Serialized
+import dask_caps
+import dask_caps.plugin as plugin
+from distributed import protocol
+
+def handshake_info():
+    try:
+        return Comm.handshake_info()
+    except TypeError:           # 2023.5 on: a method of the comm
+        class ToAnotherHost:
+            same_host = False
+        return Comm.handshake_info(ToAnotherHost())
+
+def remote(compression="lz4", pickle=5, **extra):
+    d = {"compression": compression, "python": (3, 11, 2), "pickle-protocol": pickle,
+         "address": "tcp://127.0.0.9:1234"}
+    d.update(extra)
+    return d
+
+def local(compression="lz4", pickle=5, **extra):
+    d = handshake_info()
+    d["compression"] = compression
+    d["pickle-protocol"] = pickle
+    d["address"] = "tcp://127.0.0.8:4321"
+    d.update(extra)
+    return d
+
+def relayed(codec="lz4", n=300_000):
+    # A message as the scheduler relays it: a Serialized object, written by
+    # a worker with `codec`, read without deserializing.
+    frames = plain_dumps({"op": "x", "data": {"k": to_serialize(np.arange(n) * 1.5)}},
+                         context={"compression": codec, "pickle-protocol": 5})
+    return loads(frames, deserialize=False)
+
+def codecs_of(frames):
+    doc = dask_caps.inspect(frames)
+    out = set()
+    for obj in doc.get("objects", []):
+        for f in obj.get("frames", []):
+            out.add(f["compression"])
+    return sorted(out, key=str)
+
+def report(**kw):
+    kw["log"] = LOG
+    print(json.dumps(kw, default=repr))
+"""
+
+
+def run(dask, body: str, hide=(), env=None) -> dict:
+    code = PRELUDE % {"hide": tuple(hide)} + textwrap.dedent(body)
+    e = pluginsupport.client_env(False, **(env or {}))
+    p = subprocess.run([dask.python, "-c", code], capture_output=True, text=True, timeout=120, env=e,
+                       cwd=HERE)
+    lines = [line for line in p.stdout.splitlines() if line.startswith("{")]
+    if p.returncode != 0 or not lines:
+        raise AssertionError(f"case script failed (rc {p.returncode}):\n{p.stdout}\n{p.stderr[-4000:]}")
+    return json.loads(lines[-1])
+
+
+NO_CODECS = ("lz4", "lz4.block", "lz4.frame", "zstandard", "snappy")
+
+
+@daskversions.for_each_dask
+class PluginRules:
+    @classmethod
+    def setUpClass(cls):
+        if MISSING:
+            raise unittest.SkipTest(MISSING)
+
+    def test_the_handshake_gains_one_key_and_loses_nothing(self):
+        got = run(self.dask, """
+            before = handshake_info()
+            plugin.uninstall()
+            plain = handshake_info()
+            plugin.install()
+            after = handshake_info()
+            report(before=before, plain=plain, after=after)
+        """)
+        before, plain, after = got["before"], got["plain"], got["after"]
+        self.assertEqual(set(before) - set(plain), {"capabilities"})
+        self.assertEqual({k: before[k] for k in plain}, plain)
+        self.assertEqual(after, before)
+        caps = before["capabilities"]
+        self.assertEqual(caps["codecs"][0], plain["compression"] or caps["codecs"][0])
+        self.assertEqual(sorted(caps["codecs"]), ["lz4", "snappy", "zlib", "zstd"])
+        self.assertEqual(caps["max-pickle-protocol"], 5)
+        self.assertIs(caps["gpu"], False)
+        self.assertRegex(caps["dask-caps"], r"^\d+\.\d+")
+        self.assertEqual(set(caps), {"codecs", "max-pickle-protocol", "gpu", "dask-caps"})
+
+    def test_publish_and_the_other_switches_are_dask_config_keys(self):
+        got = run(self.dask, """
+            out = {}
+            with dask.config.set({"dask-caps.publish": False}):
+                out["published"] = "capabilities" in handshake_info()
+            peer = remote("lz4", capabilities={"codecs": ["zstd", "lz4"], "max-pickle-protocol": 4, "gpu": False})
+            def conf(**switches):
+                with dask.config.set({"dask-caps." + k: v for k, v in switches.items()}):
+                    o = Comm.handshake_configuration(local("zstd"), peer)
+                    plan = o.get(plugin.PLAN_KEY)
+                    return [o["compression"], plan and [plan.codec, plan.pickle_protocol, plan.layout]]
+            out["all"] = conf()
+            out["no-choose"] = conf(**{"choose-codec": False})
+            out["no-recode"] = conf(recode=False)
+            out["no-downgrade"] = conf(**{"downgrade-gpu": False})
+            out["env-recode"] = dask.config.get("dask-caps.recode")
+            report(**out)
+        """, env={"DASK_DASK_CAPS__RECODE": "False"})
+        self.assertIs(got["published"], False)
+        self.assertIs(got["env-recode"], False)  # DASK_DASK_CAPS__RECODE=False
+        # The environment switched recode off for the process; the cases set it back on.
+        got = run(self.dask, """
+            out = {}
+            peer = remote("lz4", capabilities={"codecs": ["zstd", "lz4"], "max-pickle-protocol": 4, "gpu": False})
+            def conf(**switches):
+                with dask.config.set({"dask-caps." + k: v for k, v in switches.items()}):
+                    o = Comm.handshake_configuration(local("zstd"), peer)
+                    plan = o.get(plugin.PLAN_KEY)
+                    return [o["compression"], plan and [plan.codec, plan.pickle_protocol, plan.layout]]
+            out["all"] = conf()
+            out["no-choose"] = conf(**{"choose-codec": False})
+            out["no-recode"] = conf(recode=False)
+            out["no-downgrade"] = conf(**{"downgrade-gpu": False})
+            report(**out)
+        """)
+        # zstd is this side's first codec and the peer decodes it; the peer
+        # reads pickle 4 and has no GPU.
+        self.assertEqual(got["all"], ["zstd", ["zstd", 4, "cpu"]])
+        self.assertEqual(got["no-choose"], [None, [False, 4, "cpu"]])  # Dask: zstd != lz4
+        self.assertEqual(got["no-recode"], ["zstd", None])
+        self.assertEqual(got["no-downgrade"], ["zstd", ["zstd", 4, None]])
+
+    def test_each_side_writes_its_first_codec_the_peer_decodes(self):
+        got = run(self.dask, """
+            def choose(mine, theirs, caps=None, **kw):
+                extra = {"capabilities": caps} if caps is not None else {}
+                return Comm.handshake_configuration(local(mine), remote(theirs, **extra, **kw))["compression"]
+            out = {
+                "plain-same": choose("lz4", "lz4"),
+                "plain-other": choose("zstd", "lz4"),        # the plain peer's codec is in this side's list
+                "plain-none": choose("lz4", None),
+                "published": choose("zstd", "lz4", {"codecs": ["lz4", "zstd"]}),
+                "published-not-first": choose("zstd", "lz4", {"codecs": ["snappy"]}),
+                "published-nothing": choose("lz4", "lz4", {"codecs": []}),
+                "off-here": choose(None, "lz4", {"codecs": ["lz4"]}),
+                "false-here": choose(False, "lz4", {"codecs": ["lz4"]}),
+            }
+            with dask.config.set({"dask-caps.codecs": ["zstd"]}):
+                out["own-order"] = choose("snappy", "lz4", {"codecs": ["lz4", "zstd"]})
+            with dask.config.set({"distributed.comm.compression": "auto"}):
+                out["auto-resolved-to-nothing"] = choose(None, "lz4", {"codecs": ["lz4"]})
+            report(**out)
+        """, env={"DASK_DISTRIBUTED__COMM__COMPRESSION": "lz4"})
+        self.assertEqual(got["plain-same"], "lz4")
+        self.assertEqual(got["plain-other"], "lz4")
+        self.assertIsNone(got["plain-none"])
+        self.assertEqual(got["published"], "zstd")
+        self.assertEqual(got["published-not-first"], "snappy")
+        self.assertIsNone(got["published-nothing"])
+        # Dask's setting "no compression" stands, whatever the peer decodes.
+        self.assertIsNone(got["off-here"])
+        self.assertIsNone(got["false-here"])
+        self.assertEqual(got["own-order"], "zstd")
+        # "auto" that found no codec in Python (and a peer on another host):
+        # the core's codecs take its place.
+        self.assertEqual(got["auto-resolved-to-nothing"], "lz4")
+
+    def test_the_same_host_rule_stays_as_dask_has_it(self):
+        got = run(self.dask, """
+            same = remote("lz4", capabilities={"codecs": ["lz4"]}, address="tcp://127.0.0.8:999")
+            with dask.config.set({"distributed.comm.compression": "auto"}):
+                o = Comm.handshake_configuration(local(None), same)
+            report(compression=o["compression"], rule=plugin._SAME_HOST_RULE)
+        """)
+        # On the newest Dask a peer on this host is sent None (local(None) is
+        # what it advertises then); 2022.12 has no such rule, and "auto" with
+        # nothing in Python there means the core's codecs.
+        self.assertEqual(got["compression"], None if got["rule"] else "lz4")
+        self.assertEqual(got["rule"], self.dask.newest_rules)
+
+    def test_a_malformed_capabilities_key_is_ignored_with_one_line(self):
+        got = run(self.dask, """
+            out = {}
+            reference = Comm.handshake_configuration(local("zstd"), remote("lz4"))
+            reference.pop(plugin.PLAN_KEY, None)
+            for label, bad in [("list", [1, 2]), ("codecs", {"codecs": "lz4"}), ("gpu", {"codecs": [], "gpu": 1}),
+                               ("pickle", {"codecs": ["lz4"], "max-pickle-protocol": "5"}),
+                               ("version", {"codecs": ["lz4"], "dask-caps": 3})]:
+                n = len(LOG)
+                o = Comm.handshake_configuration(local("zstd"), remote("lz4", capabilities=bad))
+                plan = o.pop(plugin.PLAN_KEY, None)
+                out[label] = [o == reference, [m for lvl, m in LOG[n:] if lvl == "WARNING"]]
+            try:
+                Comm.handshake_configuration(local("lz4"), {"compression": "lz4", "address": "x"})
+                out["dask-error"] = None
+            except Exception as e:
+                out["dask-error"] = type(e).__name__ + ": " + str(e)
+            report(**out)
+        """)
+        for label in ("list", "codecs", "gpu", "pickle", "version"):
+            with self.subTest(label=label):
+                same, warnings = got[label]
+                self.assertTrue(same, got[label])  # as for a plain peer
+                self.assertEqual(len(warnings), 1, warnings)
+                self.assertIn("malformed 'capabilities' key", warnings[0])
+                self.assertIn("Dask's rule applies", warnings[0])
+        # What Dask refuses, it still refuses, with its own error.
+        self.assertIn("ValueError: Your Dask versions may not be in sync", got["dask-error"])
+
+    def test_relayed_frames_are_recoded_for_a_peer_without_the_codec(self):
+        got = run(self.dask, """
+            msg = relayed("lz4")
+            original = plain_dumps(msg, context={"compression": None})
+            o = Comm.handshake_configuration(local("lz4"), remote(None))   # a plain peer without lz4
+            context = {"sender": local("lz4"), "recipient": remote(None), **o}
+            frames = protocol.dumps(msg, context=context)
+            value = loads(frames)["data"]["k"]
+            # The same message to a peer that decodes lz4 passes untouched.
+            o2 = Comm.handshake_configuration(local("lz4"), remote("lz4"))
+            kept = protocol.dumps(msg, context={"recipient": remote("lz4"), **o2})
+            # A small message without sub-frames is not looked at.
+            small = protocol.dumps({"op": "identity"}, context=context)
+            report(before=codecs_of(original), after=codecs_of(frames), equal=bool((value == np.arange(300_000) * 1.5).all()),
+                   kept=codecs_of(kept), kept_same=[bytes(a) == bytes(b) for a, b in zip(kept, original)],
+                   small=len(small))
+        """)
+        self.assertEqual(got["before"], ["lz4"])
+        self.assertEqual(got["after"], [None])
+        self.assertTrue(got["equal"])
+        self.assertEqual(got["kept"], ["lz4"])
+        self.assertTrue(all(got["kept_same"]), got["kept_same"])
+        self.assertEqual(got["small"], 1)
+
+    def test_pickles_and_gpu_layouts_are_recoded_for_the_peer_that_needs_it(self):
+        got = run(self.dask, """
+            import cupy   # tests/e2e/fakecupy
+            frames0 = plain_dumps({"op": "x", "data": {"k": to_serialize(cupy.asarray(np.arange(1000.0)))}},
+                                  context={"compression": None, "pickle-protocol": 5})
+            msg = loads(frames0, deserialize=False)
+            peer = remote(None, pickle=4, capabilities={"codecs": ["lz4"], "max-pickle-protocol": 4, "gpu": False})
+            o = Comm.handshake_configuration(local("lz4"), peer)
+            frames = protocol.dumps(msg, context={"recipient": peer, **o})
+            # Read as a Python 3.7 without CuPy would: no cupy, no protocol 5.
+            del sys.modules["cupy"]
+            sys.modules["cupy"] = None
+            import pickle
+            _loads = pickle.loads
+            def loads4(data, *args, **kwargs):
+                if bytes(memoryview(data)[:2]) == b"\\x80\\x05":
+                    raise ValueError("unsupported pickle protocol: 5")
+                return _loads(data, *args, **kwargs)
+            pickle.loads = loads4
+            try:
+                loads(frames0)
+                before = "loaded"
+            except Exception as e:
+                before = type(e).__name__ + ": " + str(e)
+            value = loads(frames)["data"]["k"]
+            report(type=type(value).__module__ + "." + type(value).__name__, equal=bool((value == np.arange(1000.0)).all()),
+                   before=before)
+        """, env={"PYTHONPATH": pluginsupport.pythonpath(pluginsupport.FAKE_CUPY)})
+        self.assertIn("unsupported pickle protocol: 5", got["before"])
+        self.assertEqual(got["type"], "numpy.ndarray")
+        self.assertTrue(got["equal"])
+
+    def test_a_frame_the_core_cannot_recode_passes_unchanged_with_one_line(self):
+        got = run(self.dask, """
+            msg = relayed("lz4")
+            bad = msg["data"]["k"]
+            bad.frames[0] = b"\\xff" * 64       # no lz4 frame: the core refuses it
+            o = Comm.handshake_configuration(local("lz4"), remote(None))
+            n = len(LOG)
+            frames = protocol.dumps(msg, context={"recipient": remote(None), **o})
+            plain = plain_dumps(msg, context={"recipient": remote(None), **o})
+            report(same=[bytes(a) == bytes(b) for a, b in zip(frames, plain)] + [len(frames) == len(plain)],
+                   warnings=[m for lvl, m in LOG[n:] if lvl == "WARNING"])
+        """)
+        self.assertTrue(all(got["same"]), got["same"])
+        self.assertEqual(len(got["warnings"]), 1, got["warnings"])
+        self.assertIn("passes unchanged: the core cannot recode it", got["warnings"][0])
+
+    def test_the_plugin_never_raises_out_of_dasks_comm_code(self):
+        got = run(self.dask, """
+            def boom(*a, **k):
+                raise RuntimeError("boom")
+            plugin.table_codecs = boom
+            plugin.dask_caps.recode = boom
+            info = handshake_info()
+            o = Comm.handshake_configuration(local("lz4"), remote(None))
+            o.pop(plugin.PLAN_KEY, None)
+            plugin.uninstall(); plugin.install()
+            report(info="capabilities" in info, conf=o, warnings=[m for lvl, m in LOG if lvl == "WARNING"])
+        """)
+        self.assertFalse(got["info"])
+        self.assertEqual(got["conf"], {"pickle-protocol": 5, "compression": None})
+        self.assertTrue(any("not published" in w for w in got["warnings"]), got["warnings"])
+        self.assertTrue(any("Dask's rule applies: RuntimeError: boom" in w for w in got["warnings"]), got["warnings"])
+
+    def test_the_cores_codecs_fill_dasks_table_where_python_lacks_them(self):
+        got = run(self.dask, """
+            table = plugin.table_codecs()
+            data = (np.arange(100_000) % 7).astype("u1").tobytes()
+            out = {"table": sorted(table), "registered": list(plugin._registered)}
+            for codec in ("lz4", "zstd", "snappy"):
+                name, payload = compression.maybe_compress(data, compression=codec)
+                back = compression.decompress({"compression": [name]}, [payload])[0]
+                out[codec] = [name, len(payload) < len(data), bytes(back) == data]
+            plugin.uninstall()
+            out["after-uninstall"] = sorted(plugin.table_codecs())
+            report(**out)
+        """, hide=NO_CODECS)
+        self.assertEqual(got["table"], ["lz4", "snappy", "zlib", "zstd"])
+        self.assertEqual(got["registered"], ["lz4", "snappy", "zstd"])
+        for codec in ("lz4", "zstd", "snappy"):
+            self.assertEqual(got[codec], [codec, True, True])
+        self.assertEqual(got["after-uninstall"], ["zlib"])
+        got = run(self.dask, "report(table=sorted(plugin.table_codecs()), registered=plugin._registered)",
+                  hide=NO_CODECS, env={"DASK_DASK_CAPS__REGISTER_CODECS": "False"})
+        self.assertEqual(got, {"table": ["zlib"], "registered": [], "log": []})
+
+
+if __name__ == "__main__":
+    pluginsupport.main()
