@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "daskcaps/recode/gpu_layout.h"
+#include "daskcaps/recode/stream_recode.h"
 #include "daskcaps/wire/handshake.h"
 #include "daskcaps/pickle/pickle.h"
 #include "daskcaps/wire/serialized.h"
@@ -342,6 +343,15 @@ class ObjectRecoder {
                                               CompressionValue::named(std::string(codec_name(codec)))};
   }
 
+  // A frame large enough to go from decoder to encoder window by window:
+  // it declares at least stream_frame_bytes decoded, or does not say.
+  bool streams(const CompressionValue& entry, const Bytes& frame) const {
+    auto codec = codec_of(entry);
+    if (!codec) return false;
+    const auto size = *codec == Codec::none ? std::optional<std::uint64_t>(frame.size()) : declared_size(*codec, frame);
+    return !size || *size >= opt_.stream_frame_bytes;
+  }
+
   // Same shards, new codec.
   Status recompress(SubObject& obj, std::vector<CompressionValue> codecs, Codec target) {
     for (std::size_t i = 0; i < obj.frames.size(); ++i) {
@@ -349,6 +359,17 @@ class ObjectRecoder {
       auto action = frame_recode_for(entry, target, opt_);
       if (!action) return std::move(action).error().add_context(obj.frame_label(i));
       if (*action == FrameRecode::keep) continue;
+      if (streams(entry, obj.frames[i])) {
+        SpanFrameInput input(obj.frames[i].span());
+        BufferFrameSink sink;
+        auto e = recode_frame(input, entry, target, opt_, sink, rep_);
+        if (!e) return std::move(e).error().add_context(obj.frame_label(i));
+        if (entry.compresses()) release(obj.frames[i]);
+        obj.frames[i] = Bytes(std::move(sink.buffer()));
+        codecs[i] = std::move(*e);
+        changed_ = true;
+        continue;
+      }
       auto raw = decompress_frame(entry, obj.frames[i], opt_.limits);
       if (!raw) return std::move(raw).error().add_context(obj.frame_label(i));
       if (entry.compresses()) release(obj.frames[i]);
