@@ -56,6 +56,7 @@
 #include "daskcaps/base/page_buffer.h"
 #include "daskcaps/base/result.h"
 #include "daskcaps/recode/transcode.h"
+#include "daskcaps/wire/message_sink.h"
 
 namespace daskcaps {
 
@@ -68,6 +69,9 @@ struct EngineOptions {
   std::uint64_t batch_bytes = std::uint64_t{64} << 10;
   /// Messages per batch at most.
   std::size_t batch_messages = 64;
+  /// transcode_stream() only: the size from which a message is recoded in
+  /// place (see there); 0: never.
+  std::uint64_t in_place_bytes = std::uint64_t{16} << 20;
 };
 
 /// False when `frame0` (and the message's frame count) show that recoding
@@ -83,16 +87,25 @@ class RecodeEngine {
   /// One message to recode.
   struct Input {
     std::uint64_t tag = 0;      // the caller's, given back with the output
+    std::uint64_t index = 0;    // the caller's, given back with the output
     std::uint64_t offset = 0;   // input offset of the message (error offsets)
     std::uint64_t wire_size = 0;  // its size on the wire (the byte bound); 0: computed
     std::vector<Bytes> frames;
     std::shared_ptr<PageBuffer> storage;  // the buffer it was read into, if its own
+    /// Frames left in their file (core/wire/frame_store.h), read into
+    /// memory before the message is recoded; every frame's size.
+    std::shared_ptr<const FrameStore> store;
+    std::vector<std::uint64_t> frame_sizes;
+    /// The message already parsed from `frames` (which are then empty), to
+    /// spare the worker parsing it again.
+    std::optional<Message> parsed;
   };
 
   /// One message recoded (or its error), in submission order.
   struct Output {
     StreamId stream = 0;
     std::uint64_t tag = 0;
+    std::uint64_t index = 0;
     std::uint64_t seq = 0;          // its position in the stream, from 0
     std::uint64_t wire_size = 0;    // the input's wire size
     Result<std::vector<Bytes>> frames{std::vector<Bytes>{}};
@@ -135,6 +148,8 @@ class RecodeEngine {
   /// Flushes, waits until every message submitted to the stream has been
   /// delivered (callback streams) or queued for poll(), then forgets it.
   void finish(StreamId stream);
+  /// The same, but the stream stays open for more messages.
+  void drain(StreamId stream);
 
   /// Readable while outputs wait for poll() (an eventfd; the engine owns it).
   int event_fd() const { return event_fd_; }
@@ -185,9 +200,20 @@ class RecodeEngine {
 /// read. Stops at the first error (reader, recode or writer) and returns it;
 /// a recode error gets the context "message <i>", i counting the messages
 /// `next` gave from 0.
+///
+/// With `in_place`, a message whose codecs alone change and that is large
+/// (its frames left in their file, or the frames it recodes declaring
+/// EngineOptions::in_place_bytes or more decoded, or not saying) is recoded on this thread
+/// in place instead (core/recode/stream_recode.h), once every message
+/// before it is written: `in_place` hands it the sink to write the
+/// message's bytes to, in order with `write`. Memory for it: a window,
+/// whatever it decodes to. The bytes are those the engine would deliver.
 using InputFn = std::function<Result<std::optional<RecodeEngine::Input>>()>;
 using OutputFn = std::function<Status(std::uint64_t tag, std::span<const Bytes> frames)>;
+using InPlaceBody = std::function<Result<std::uint64_t>(MessageSink&)>;
+using InPlaceFn = std::function<Status(std::uint64_t tag, const InPlaceBody& body)>;
 Result<TranscodeReport> transcode_stream(const InputFn& next, const OutputFn& write,
-                                         const TranscodeOptions& options, const EngineOptions& engine = {});
+                                         const TranscodeOptions& options, const EngineOptions& engine = {},
+                                         const InPlaceFn& in_place = {});
 
 }  // namespace daskcaps
