@@ -79,8 +79,18 @@ Status SnappyBlockStream::copy(std::uint64_t offset, std::uint64_t length) {
     const std::uint8_t* src = dst - off;
     if (off >= k) {
       std::memcpy(dst, src, k);
+    } else if (off == 1) {
+      std::memset(dst, *src, k);
     } else {
-      for (std::size_t i = 0; i < k; ++i) dst[i] = src[i];
+      // The pattern of `off` bytes, repeated: each copy doubles what can be
+      // copied next without overlap.
+      std::size_t done = 0, period = off;
+      while (done < k) {
+        const std::size_t n = std::min(period, k - done);
+        std::memcpy(dst + done, dst + done - period, n);
+        done += n;
+        if (done >= period * 2) period *= 2;
+      }
     }
     pos_ += k;
     length -= k;
@@ -99,31 +109,42 @@ Status SnappyBlockStream::feed(ByteSpan in) {
       literal_left_ -= n;
       continue;
     }
-    if (tag_have_ == 0) {
-      tag_[0] = *p++;
-      tag_have_ = 1;
-      tag_need_ = 1 + extra_bytes(tag_[0]);
-    }
-    while (tag_have_ < tag_need_ && p < end) tag_[tag_have_++] = *p++;
-    if (tag_have_ < tag_need_) break;
-    const std::uint8_t tag = tag_[0];
-    tag_have_ = 0;
-    switch (tag & 3) {
-      case 0:
-        literal_left_ = std::uint64_t{(tag >> 2) < 60 ? (tag >> 2) : le(tag_ + 1, tag_need_ - 1)} + 1;
-        if (literal_left_ > total_ - made_) return corrupt();
-        break;
-      case 1: {
-        const std::uint64_t offset = (static_cast<std::uint64_t>(tag >> 5) << 8) | tag_[1];
-        if (Status s = copy(offset, 4 + ((tag >> 2) & 7)); !s) return s;
-        break;
+    const std::uint8_t* t = nullptr;  // a whole element header: tag, then its bytes
+    std::size_t n = 0;
+    if (tag_have_ == 0 && end - p >= 5) {
+      // The header is in this piece (the usual case): read it in place.
+      t = p;
+      n = 1 + extra_bytes(*p);
+      p += n;
+    } else {
+      if (tag_have_ == 0) {
+        tag_[0] = *p++;
+        tag_have_ = 1;
+        tag_need_ = 1 + extra_bytes(tag_[0]);
       }
-      default:
-        if (Status s = copy(le(tag_ + 1, tag_need_ - 1), (tag >> 2) + 1); !s) return s;
-        break;
+      while (tag_have_ < tag_need_ && tag_have_ < sizeof tag_ && p < end) tag_[tag_have_++] = *p++;
+      if (tag_have_ < tag_need_) break;
+      t = tag_;
+      n = tag_need_;
+      tag_have_ = 0;
     }
+    if (Status s = element(t, n); !s) return s;
   }
   return ok_status();
+}
+
+Status SnappyBlockStream::element(const std::uint8_t* t, std::size_t n) {
+  const std::uint8_t tag = t[0];
+  switch (tag & 3) {
+    case 0:
+      literal_left_ = std::uint64_t{(tag >> 2) < 60 ? (tag >> 2) : le(t + 1, n - 1)} + 1;
+      if (literal_left_ > total_ - made_) return corrupt();
+      return ok_status();
+    case 1:
+      return copy((static_cast<std::uint64_t>(tag >> 5) << 8) | t[1], 4 + ((tag >> 2) & 7));
+    default:
+      return copy(le(t + 1, n - 1), (tag >> 2) + 1);
+  }
 }
 
 Status SnappyBlockStream::finish() {

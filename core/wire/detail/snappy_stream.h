@@ -47,6 +47,7 @@ class SnappyBlockStream {
  private:
   Status emit();
   Status literal(const std::uint8_t* p, std::size_t n);
+  Status element(const std::uint8_t* header, std::size_t n);
   Status copy(std::uint64_t offset, std::uint64_t length);
 
   static constexpr std::size_t kHistory = std::size_t{64} << 10;
