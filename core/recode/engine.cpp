@@ -86,6 +86,17 @@ RecodeEngine::StreamId RecodeEngine::open_stream(const StreamOptions& options, D
   return s->id;
 }
 
+void RecodeEngine::wait_for_room(StreamId id, std::uint64_t bytes) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto room = [&] { return stopping_ || inflight_ == 0 || inflight_ + bytes <= options_.max_inflight_bytes; };
+  if (room()) return;
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  std::shared_ptr<Stream> s = it->second;
+  dispatch_locked(lock, s);  // what an open batch holds must go out, or its room never comes back
+  room_cv_.wait(lock, [&] { return room() || s->cancelled; });
+}
+
 std::uint64_t RecodeEngine::inflight_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return inflight_;
@@ -490,7 +501,11 @@ Result<TranscodeReport> transcode_stream(const InputFn& next, const OutputFn& wr
   // the messages recoded here to come out the same.
   TranscodeOptions here = options;
   if (here.compress.zstd_workers == 0) here.compress.zstd_workers = static_cast<int>(engine.threads());
+  std::uint64_t largest = 0;  // wire size of the largest message so far
   for (std::uint64_t index = 0;; ++index) {
+    if (has_failed()) break;
+    // Room first, then the message: not one held while submit() waits.
+    engine.wait_for_room(stream, largest);
     if (has_failed()) break;
     auto m = next();
     if (!m) {
@@ -500,6 +515,7 @@ Result<TranscodeReport> transcode_stream(const InputFn& next, const OutputFn& wr
     if (!*m) break;
     RecodeEngine::Input& in = **m;
     in.index = index;
+    largest = std::max(largest, in.wire_size);
     std::optional<Message> parsed;
     if (in_place && goes_in_place(in, here, engine_options.in_place_bytes, parsed)) {
       // Everything before it is written first.

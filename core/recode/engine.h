@@ -157,6 +157,11 @@ class RecodeEngine {
   /// order per stream; returns how many.
   std::size_t poll(const Deliver& fn, std::size_t max = SIZE_MAX);
 
+  /// Waits until a message of `bytes` to `stream` would be accepted without
+  /// waiting (or nothing is in flight), sending the stream's open batch to
+  /// the workers first when it must wait: for a reader that would otherwise
+  /// hold the next message while submit() waits.
+  void wait_for_room(StreamId stream, std::uint64_t bytes);
   /// Wire bytes submitted and not yet delivered.
   std::uint64_t inflight_bytes() const;
   unsigned threads() const { return static_cast<unsigned>(workers_.size()); }
@@ -196,8 +201,8 @@ class RecodeEngine {
 /// The driver of `transcode`: reads messages from `next` (nullopt at the
 /// end) on this thread, recodes them on an engine of its own, and hands each
 /// result to `write` in order (on whichever thread delivers it, one call at a
-/// time). Memory stays within the engine's byte bound plus the message being
-/// read. Stops at the first error (reader, recode or writer) and returns it;
+/// time). Memory stays within the engine's byte bound: the next message is
+/// read only once there is room for one as large as the largest so far. Stops at the first error (reader, recode or writer) and returns it;
 /// a recode error gets the context "message <i>", i counting the messages
 /// `next` gave from 0.
 ///

@@ -114,12 +114,17 @@ Result<CompressionValue> recode_frame(FrameInput& input, const CompressionValue&
 
   // The frame written raw: decoded (or copied) window by window.
   auto write_raw = [&]() -> Result<CompressionValue> {
+    if (*codec == Codec::none) out.expect(input.size());
+    else if (auto d = declared_of(*codec, input); d && *d <= limit) out.expect(*d);
     auto r = decode_in_windows(*codec, input, limit, [&](ByteSpan w) { return out.put(w); });
     if (!r && decoded_only_whole(r.error(), *codec)) return recode_whole(input, entry, Codec::none, opt, out);
     if (!r) return std::move(r).error();
     return CompressionValue::nil();
   };
-  if (target == Codec::none) return write_raw();
+  if (target == Codec::none) {
+    if (out.held() != nullptr) input.read_once();
+    return write_raw();
+  }
 
   // Its decoded size: declared, or measured by a first pass. (A frame that
   // does not decode as it declares fails below, as decompress() fails.)
@@ -133,6 +138,7 @@ Result<CompressionValue> recode_frame(FrameInput& input, const CompressionValue&
   }
   if (*size > limit && *codec != Codec::none) return write_raw();  // fails with decompress()'s error
   if (*size < opt.rules.min_size || *size > opt.rules.max_size) return write_raw();
+  out.expect(*size);
 
   Sample sample(*size, opt.rules);
   if (*codec == Codec::none) {
@@ -176,6 +182,12 @@ Result<CompressionValue> recode_frame(FrameInput& input, const CompressionValue&
     return std::move(enc).error();
   }
 
+  // With the output in memory the input is read once: a frame written raw
+  // after all is decoded from the output (not an lz4 one that may give up
+  // on a long literal run, whose output is then not whole).
+  const bool once = *codec != Codec::none && out.held() != nullptr &&
+                    !(target == Codec::lz4 && *size > kLz4MaxLiteralRun);
+  if (once) input.read_once();
   std::uint64_t at = 0;
   const bool sampling = *codec != Codec::none;
   auto decoded = decode_in_windows(*codec, input, limit, [&](ByteSpan w) {
@@ -196,6 +208,14 @@ Result<CompressionValue> recode_frame(FrameInput& input, const CompressionValue&
   if (keep && static_cast<double>((*enc)->written()) > opt.rules.ratio * static_cast<double>(*size)) keep = false;
   if (keep && (*enc)->abandoned()) keep = false;
   if (keep) return CompressionValue::named(std::string(codec_name(target)));
+  if (once) {
+    const Buffer packed = *out.held();
+    if (Status s = out.restart(); !s) return std::move(s).error();
+    SpanFrameInput own(packed);
+    auto r = decode_in_windows(target, own, limit, [&](ByteSpan w) { return out.put(w); });
+    if (!r) return std::move(r).error();
+    return CompressionValue::nil();
+  }
   if (Status s = out.restart(); !s) return std::move(s).error();
   return write_raw();
 }

@@ -58,6 +58,13 @@ class FrameSink : public ByteSink {
  public:
   /// Forgets what was put: the frame is written again from its start.
   virtual Status restart() = 0;
+  /// The frame will take about this many bytes (its decoded size: what it
+  /// is written raw, and more than it is compressed).
+  virtual void expect(std::uint64_t) {}
+  /// What was put, when the sink holds it in memory (then recode_frame
+  /// reads its input once, and a frame written raw after all is decoded
+  /// from the sink's bytes: FrameInput::read_once); null otherwise.
+  virtual const Buffer* held() const { return nullptr; }
 };
 
 /// A FrameSink into memory.
@@ -71,6 +78,10 @@ class BufferFrameSink final : public FrameSink {
     buffer_.clear();
     return ok_status();
   }
+  void expect(std::uint64_t n) override {
+    if (n > buffer_.capacity()) reserve_bytes(buffer_, static_cast<std::size_t>(n));
+  }
+  const Buffer* held() const override { return &buffer_; }
   Buffer& buffer() { return buffer_; }
 
  private:

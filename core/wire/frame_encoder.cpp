@@ -255,10 +255,16 @@ class Lz4Encoder final : public FrameEncoder {
 
 class ZstdEncoder final : public FrameEncoder {
  public:
-  ZstdEncoder(std::uint64_t size, ZSTD_CCtx* cctx) : size_(size), cctx_(cctx) {
+  // A parallel frame's context has its own workers: not kept.
+  ZstdEncoder(std::uint64_t size, ZSTD_CCtx* cctx, bool kept) : size_(size), cctx_(cctx), kept_(kept) {
     out_.resize(ZSTD_CStreamOutSize());
   }
-  ~ZstdEncoder() override { ZSTD_freeCCtx(cctx_); }
+  ~ZstdEncoder() override {
+    if (kept_)
+      detail::give_back_stream_cctx(cctx_);
+    else
+      ZSTD_freeCCtx(cctx_);
+  }
 
   Status feed(ByteSpan in, ByteSink& out) override {
     if (finished_) return make_error(Errc::internal, "frame encoder fed after finish()");
@@ -292,6 +298,7 @@ class ZstdEncoder final : public FrameEncoder {
   std::uint64_t size_;
   std::uint64_t fed_ = 0;
   ZSTD_CCtx* cctx_;
+  bool kept_;
   Buffer out_;
   bool finished_ = false;
 };
@@ -437,10 +444,11 @@ Result<std::unique_ptr<FrameEncoder>> FrameEncoder::start(Codec c, std::uint64_t
         return make_error(Errc::unsupported, "lz4 cannot compress " + std::to_string(size) + " bytes in one block");
       return std::unique_ptr<FrameEncoder>(new Lz4Encoder(size, options.abandon_literal_run));
     case Codec::zstd: {
-      ZSTD_CCtx* cctx = ZSTD_createCCtx();
+      const bool parallel = detail::zstd_parallel(size, options.compress.zstd_workers);
+      ZSTD_CCtx* cctx = parallel ? ZSTD_createCCtx() : detail::take_stream_cctx();
       if (cctx == nullptr) return make_error(Errc::codec_failed, "zstd: out of memory");
       detail::zstd_prepare(cctx, options.compress.zstd_level, size, options.compress.zstd_workers);
-      return std::unique_ptr<FrameEncoder>(new ZstdEncoder(size, cctx));
+      return std::unique_ptr<FrameEncoder>(new ZstdEncoder(size, cctx, !parallel));
     }
     case Codec::snappy:
       return std::unique_ptr<FrameEncoder>(new SnappyEncoder(size));

@@ -29,6 +29,10 @@ class FrameInput {
   /// read(2). The view stays valid until the next read(). Errors: Errc::io
   /// (a file that cannot be read, or is shorter than it was).
   virtual Result<ByteSpan> read(std::uint64_t at, std::size_t max) = 0;
+  /// From here on the frame is read once, in order: the bytes before each
+  /// read may be given back (their pages) once the next read is made, and
+  /// reading them again is a mistake. A hint; ignored by default.
+  virtual void read_once() {}
 };
 
 /// A frame in memory; the bytes must outlive it.

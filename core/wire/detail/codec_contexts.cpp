@@ -25,6 +25,33 @@ ZstdDecompressContext& thread_zstd_dctx() {
   return ctx;
 }
 
+namespace {
+struct KeptStreamContext {
+  ZSTD_CCtx* ctx = nullptr;
+  ~KeptStreamContext() { ZSTD_freeCCtx(ctx); }
+};
+KeptStreamContext& kept_stream_cctx() {
+  thread_local KeptStreamContext kept;
+  return kept;
+}
+}  // namespace
+
+ZSTD_CCtx* take_stream_cctx() {
+  KeptStreamContext& kept = kept_stream_cctx();
+  ZSTD_CCtx* ctx = kept.ctx != nullptr ? kept.ctx : ZSTD_createCCtx();
+  kept.ctx = nullptr;
+  return ctx;
+}
+
+void give_back_stream_cctx(ZSTD_CCtx* cctx) {
+  KeptStreamContext& kept = kept_stream_cctx();
+  if (kept.ctx == nullptr && ZSTD_sizeof_CCtx(cctx) <= kKeepScratchBytes) {
+    kept.ctx = cctx;
+    return;
+  }
+  ZSTD_freeCCtx(cctx);
+}
+
 Error decodes_too_large(std::uint64_t limit, std::string_view codec) {
   return make_error(Errc::limit_exceeded, std::string(codec) + " frame decodes to more than the limit of " +
                                               std::to_string(limit) + " bytes (--max-decompressed-bytes)");

@@ -47,6 +47,15 @@ using ZstdDecompressContext = ThreadContext<ZSTD_DCtx, ZSTD_createDCtx, ZSTD_fre
 ZstdCompressContext& thread_zstd_cctx();
 ZstdDecompressContext& thread_zstd_dctx();
 
+/// A compression context for a streaming encoder (core/wire/frame_encoder.h),
+/// this thread's kept one when it has one: an encoder's context holds the
+/// frame's window (2 MiB at level 3) besides the tables, and making one for
+/// every frame faulted them in afresh each time. give_back_stream_cctx()
+/// keeps it for the next encoder of this thread (one; trimmed as above) or
+/// frees it.
+ZSTD_CCtx* take_stream_cctx();
+void give_back_stream_cctx(ZSTD_CCtx* cctx);
+
 /// Errc::limit_exceeded for a frame that declares no size and is found,
 /// while decoding, to make more than `limit` bytes.
 Error decodes_too_large(std::uint64_t limit, std::string_view codec);

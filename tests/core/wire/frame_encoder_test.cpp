@@ -115,7 +115,7 @@ TEST_CASE("frame_encoder: lz4 frames up to one chunk are liblz4's own block; lar
 }
 
 TEST_CASE("frame_encoder: zstd on workers writes what compress() writes on the same workers") {
-  const Buffer data = walk(5 << 20);
+  const Buffer data = walk(kZstdParallelBytes + 12345);
   CompressOptions co;
   co.zstd_workers = 2;
   auto whole = compress(Codec::zstd, data, co);
