@@ -32,7 +32,8 @@ Buffer read_file(const std::string& path) {
     std::fprintf(stderr, "pickle_bench: cannot read %s\n", path.c_str());
     std::exit(2);
   }
-  return Buffer((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return Buffer(as_bytes(text));
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -117,7 +118,7 @@ int main(int argc, char** argv) {
       const auto t0 = std::chrono::steady_clock::now();
       Buffer dst;
       pickle::detail::reserve_large(dst, out_size);
-      dst.insert(dst.end(), src.begin(), src.end());
+      dst.append(src);
       copy = std::min(copy, seconds_since(t0));
       if (dst.size() != out_size) return 4;
     }

@@ -33,7 +33,7 @@ namespace {
 Buffer random_walk(std::size_t bytes) {
   std::mt19937_64 rng(1);
   std::normal_distribution<double> step(0, 1);
-  Buffer b(bytes);
+  Buffer b = Buffer::uninitialised(bytes);
   double x = 0;
   for (std::size_t i = 0; i + 8 <= bytes; i += 8) {
     x += step(rng);
@@ -101,8 +101,7 @@ int main(int argc, char** argv) {
   const Buffer zs = *compress(Codec::zstd, data, zo);
   std::printf("zstd frame %zu bytes\n", zs.size());
 
-  Buffer into(data.size());
-  std::memset(into.data(), 0, into.size());
+  Buffer into(data.size(), 0);
   report("lz4 LZ4_decompress_safe", best_seconds(runs, [&] {
            const int n = LZ4_decompress_safe(
                reinterpret_cast<const char*>(lz.data() + 4), reinterpret_cast<char*>(into.data()),

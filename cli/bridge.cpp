@@ -115,7 +115,7 @@ class Observer final : public bridge::BridgeObserver {
     if (flows_.count(session) == 0) {
       // Before the session's addresses are known: kept until on_session.
       Early e{leg, flow, {}};
-      for (ByteSpan p : pieces) e.bytes.insert(e.bytes.end(), p.begin(), p.end());
+      for (ByteSpan p : pieces) e.bytes.append(p);
       early_[session].push_back(std::move(e));
       return;
     }

@@ -98,7 +98,7 @@ class CaptureSource final : public MessageSource {
 Result<Buffer> read_head(const std::string& path, std::size_t n) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return make_error(Errc::io, std::strerror(errno));
-  Buffer head(n);
+  Buffer head = Buffer::uninitialised(n);
   std::size_t got = 0;
   while (got < n) {
     const ssize_t k = ::read(fd, head.data() + got, n - got);
@@ -112,7 +112,7 @@ Result<Buffer> read_head(const std::string& path, std::size_t n) {
     got += static_cast<std::size_t>(k);
   }
   ::close(fd);
-  head.resize(got);
+  head.resize_uninitialised(got);
   return head;
 }
 

@@ -263,13 +263,13 @@ class Reader::Impl {
 Status Reader::Impl::read_more(std::size_t n, std::string_view what, std::uint64_t item_at,
                                std::uint64_t item_size) {
   const std::size_t old = buf_.size();
-  buf_.resize(old + n);
+  buf_.resize_uninitialised(old + n);
   auto got = source_->read(buf_.data() + old, n);
   if (!got) return std::move(got).error();
   offset_ += *got;
   if (*got < n) {
     const std::uint64_t have = offset_ - item_at;
-    buf_.resize(old + *got);
+    buf_.resize_uninitialised(old + *got);
     return make_error(Errc::truncated,
                       "truncated " + std::string(what) + " at " + hex_offset(item_at) + ": needs " +
                           std::to_string(item_size) + " bytes, " + std::to_string(have) + " left",
@@ -290,18 +290,18 @@ void Reader::Impl::warn_once(const std::string& key, DiagnosticKind kind, std::u
 }
 
 Status Reader::Impl::start() {
-  Buffer head(4);
+  Buffer head = Buffer::uninitialised(4);
   auto got = source_->read(head.data(), head.size());
   if (!got) return std::move(got).error();
   offset_ = *got;
-  head.resize(*got);
+  head.resize_uninitialised(*got);
   // 4 bytes decide libpcap; for pcapng the byte-order magic decides too.
   if (head.size() == 4 && load_u32(head.data(), true) == kShbType) {
-    Buffer more(8);
+    Buffer more = Buffer::uninitialised(8);
     auto got2 = source_->read(more.data(), more.size());
     if (!got2) return std::move(got2).error();
     offset_ += *got2;
-    head.insert(head.end(), more.begin(), more.begin() + static_cast<std::ptrdiff_t>(*got2));
+    head.append(more.data(), *got2);
     if (head.size() < 12)
       return make_error(Errc::truncated,
                         "truncated pcapng section header at 0x0: needs 28 bytes, " +
@@ -369,7 +369,7 @@ Result<std::optional<Packet>> Reader::Impl::next() {
 Result<std::optional<Packet>> Reader::Impl::next_pcap() {
   const std::uint64_t at = offset_;
   buf_.clear();
-  buf_.resize(kPcapRecordHeaderSize);
+  buf_.resize_uninitialised(kPcapRecordHeaderSize);
   auto got = source_->read(buf_.data(), buf_.size());
   if (!got) return std::move(got).error();
   offset_ += *got;
@@ -416,7 +416,7 @@ Result<std::optional<Packet>> Reader::Impl::next_pcap() {
 Result<bool> Reader::Impl::read_block() {
   const std::uint64_t at = offset_;
   buf_.clear();
-  buf_.resize(8);
+  buf_.resize_uninitialised(8);
   auto got = source_->read(buf_.data(), 8);
   if (!got) return std::move(got).error();
   offset_ += *got;

@@ -144,7 +144,7 @@ Status PcapngWriter::write(FlowId id, bool from_client, std::span<const ByteSpan
   for (ByteSpan p : pieces) {
     while (!p.empty()) {
       const std::size_t k = std::min(p.size(), kMaxSegment - segment.size());
-      segment.insert(segment.end(), p.begin(), p.begin() + static_cast<std::ptrdiff_t>(k));
+      segment.append(p.first(k));
       p = p.subspan(k);
       if (segment.size() == kMaxSegment) {
         sent += segment.size();
@@ -184,8 +184,8 @@ Status PcapngWriter::packet(Flow& f, int from, std::uint8_t flags, ByteSpan payl
   p.clear();
   // Ethernet.
   const std::uint8_t mac_a[6] = {0x02, 0, 0, 0, 0, 0x01}, mac_b[6] = {0x02, 0, 0, 0, 0, 0x02};
-  p.insert(p.end(), from == 0 ? mac_b : mac_a, (from == 0 ? mac_b : mac_a) + 6);  // destination
-  p.insert(p.end(), from == 0 ? mac_a : mac_b, (from == 0 ? mac_a : mac_b) + 6);  // source
+  p.append(from == 0 ? mac_b : mac_a, 6);  // destination
+  p.append(from == 0 ? mac_a : mac_b, 6);  // source
   put16be(p, v6 ? 0x86DD : 0x0800);
   const std::size_t ip_at = p.size();
   if (v6) {
@@ -193,8 +193,8 @@ Status PcapngWriter::packet(Flow& f, int from, std::uint8_t flags, ByteSpan payl
     put16be(p, static_cast<std::uint16_t>(tcp_length));
     p.push_back(6);   // next header: TCP
     p.push_back(64);  // hop limit
-    p.insert(p.end(), src.ip.begin(), src.ip.end());
-    p.insert(p.end(), dst.ip.begin(), dst.ip.end());
+    p.append(src.ip.data(), src.ip.size());
+    p.append(dst.ip.data(), dst.ip.size());
   } else {
     p.push_back(0x45);
     p.push_back(0);
@@ -204,8 +204,8 @@ Status PcapngWriter::packet(Flow& f, int from, std::uint8_t flags, ByteSpan payl
     p.push_back(64);
     p.push_back(6);
     put16be(p, 0);  // checksum, below
-    p.insert(p.end(), src.ip.begin(), src.ip.begin() + 4);
-    p.insert(p.end(), dst.ip.begin(), dst.ip.begin() + 4);
+    p.append(src.ip.data(), 4);
+    p.append(dst.ip.data(), 4);
     Checksum c;
     c.add(ByteSpan(p).subspan(ip_at, 20));
     const std::uint16_t sum = c.value();
@@ -222,18 +222,18 @@ Status PcapngWriter::packet(Flow& f, int from, std::uint8_t flags, ByteSpan payl
   put16be(p, 65535);
   put16be(p, 0);  // checksum, below
   put16be(p, 0);
-  append_bytes(p, payload.data(), payload.size());
+  p.append(payload);
   // TCP checksum over the pseudo header, the header and the payload.
   Checksum c;
   Buffer pseudo;
   if (v6) {
-    pseudo.insert(pseudo.end(), src.ip.begin(), src.ip.end());
-    pseudo.insert(pseudo.end(), dst.ip.begin(), dst.ip.end());
+    pseudo.append(src.ip.data(), src.ip.size());
+    pseudo.append(dst.ip.data(), dst.ip.size());
     put32be(pseudo, static_cast<std::uint32_t>(tcp_length));
     put32be(pseudo, 6);
   } else {
-    pseudo.insert(pseudo.end(), src.ip.begin(), src.ip.begin() + 4);
-    pseudo.insert(pseudo.end(), dst.ip.begin(), dst.ip.begin() + 4);
+    pseudo.append(src.ip.data(), 4);
+    pseudo.append(dst.ip.data(), 4);
     pseudo.push_back(0);
     pseudo.push_back(6);
     put16be(pseudo, static_cast<std::uint16_t>(tcp_length));
@@ -264,9 +264,9 @@ Status PcapngWriter::packet(Flow& f, int from, std::uint8_t flags, ByteSpan payl
   Buffer tail;
   ByteWriter tw(tail);
   tw.u32_le(block);
-  pending_.insert(pending_.end(), head.begin(), head.end());
-  append_bytes(pending_, p.data(), p.size());
-  pending_.insert(pending_.end(), tail.begin(), tail.end());
+  pending_.append(head);
+  pending_.append(p);
+  pending_.append(tail);
   ++packets_;
   return pending_.size() >= kFlushBytes ? flush() : Status{};
 }

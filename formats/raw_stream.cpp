@@ -132,7 +132,7 @@ Result<StreamMessage> RawStreamReader::stored_message(const MessageAssembler::Pa
   const std::shared_ptr<File> file = file_;
   auto read = [file](std::uint64_t from, std::span<std::uint8_t> into) { return file->pread_all(from, into); };
   auto load = [&](std::size_t i) -> Result<Bytes> {
-    Buffer b(static_cast<std::size_t>(p.lengths[i]));
+    Buffer b = Buffer::uninitialised(static_cast<std::size_t>(p.lengths[i]));
     auto got = read(starts[i], b);
     if (!got) return std::move(got).error();
     if (*got < b.size())

@@ -41,7 +41,7 @@ struct StreamOutputs::File {
     if (pending.size() + bytes.size() > kWriteBufferBytes) {
       if (auto st = flush(); !st) return st;
     }
-    pending.insert(pending.end(), bytes.begin(), bytes.end());
+    pending.append(bytes);
     return {};
   }
 };
@@ -139,14 +139,14 @@ class FileMessageSink final : public MessageSink {
       if (Status s = flush(); !s) return s;
       pending_at_ = at;
     }
-    append_bytes(pending_, bytes.data(), bytes.size());
+    pending_.append(bytes.data(), bytes.size());
     return ok_status();
   }
 
   Status move(std::uint64_t from, std::uint64_t to, std::uint64_t length) override {
     if (Status s = flush(); !s) return s;
     if (from == to || length == 0) return ok_status();
-    Buffer step(static_cast<std::size_t>(std::min<std::uint64_t>(length, kWriteBufferBytes)));
+    Buffer step = Buffer::uninitialised(static_cast<std::size_t>(std::min<std::uint64_t>(length, kWriteBufferBytes)));
     // Moving back, the front goes first; moving on, the back does.
     for (std::uint64_t done = 0; done < length;) {
       const std::uint64_t k = std::min<std::uint64_t>(step.size(), length - done);

@@ -32,14 +32,15 @@ void TcpStream::emit_data(ByteSpan bytes) {
   const std::uint64_t keep = options_.history_bytes;
   if (keep > 0) {
     if (bytes.size() >= keep) {
-      history_.assign(bytes.end() - static_cast<std::ptrdiff_t>(keep), bytes.end());
+      history_.clear();
+      history_.append(bytes.last(static_cast<std::size_t>(keep)));
       history_start_ = next_ + bytes.size() - keep;
     } else {
       if (history_.empty()) history_start_ = next_;
-      history_.insert(history_.end(), bytes.begin(), bytes.end());
+      history_.append(bytes);
       if (history_.size() > 2 * keep) {
         const std::size_t drop = history_.size() - static_cast<std::size_t>(keep);
-        history_.erase(history_.begin(), history_.begin() + static_cast<std::ptrdiff_t>(drop));
+        history_.erase_front(drop);
         history_start_ += drop;
       }
     }
@@ -127,7 +128,7 @@ void TcpStream::insert(std::uint64_t from, std::uint64_t to, const std::uint8_t*
       Piece piece;
       piece.length = len;
       piece.lost = data == nullptr;
-      if (data != nullptr) piece.bytes.assign(data + (cur - from), data + (stop - from));
+      if (data != nullptr) piece.bytes = Buffer(data + (cur - from), static_cast<std::size_t>(stop - cur));
       held_ += (piece.lost ? 0 : len) + kPieceOverhead;
       pending_.emplace(cur, std::move(piece));
     }

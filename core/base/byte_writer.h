@@ -24,7 +24,7 @@ class ByteWriter {
   void u16_le(std::uint16_t v) { put_le(v); }
   void u32_le(std::uint32_t v) { put_le(v); }
   void u64_le(std::uint64_t v) { put_le(v); }
-  void bytes(ByteSpan b) { append_bytes(out_, b.data(), b.size()); }
+  void bytes(ByteSpan b) { out_.append(b); }
   void chars(std::string_view s) { bytes(as_bytes(s)); }
   /// Overwrites 8 bytes at `at` (for lengths known only after the body).
   void patch_u64_le(std::size_t at, std::uint64_t v) {
@@ -34,15 +34,13 @@ class ByteWriter {
  private:
   template <typename T>
   void put_be(T v) {
-    std::uint8_t b[sizeof(T)];
+    std::uint8_t* b = out_.append_uninitialised(sizeof(T));
     for (std::size_t i = 0; i < sizeof(T); ++i) b[i] = static_cast<std::uint8_t>(v >> (8 * (sizeof(T) - 1 - i)));
-    out_.insert(out_.end(), b, b + sizeof(T));
   }
   template <typename T>
   void put_le(T v) {
-    std::uint8_t b[sizeof(T)];
+    std::uint8_t* b = out_.append_uninitialised(sizeof(T));
     for (std::size_t i = 0; i < sizeof(T); ++i) b[i] = static_cast<std::uint8_t>(v >> (8 * i));
-    out_.insert(out_.end(), b, b + sizeof(T));
   }
   Buffer& out_;
 };

@@ -33,13 +33,13 @@ Value dask_caps_entry(const Capabilities& c) {
 void prepare_replies(std::vector<Endpoint>& all, double started) {
   for (std::size_t i = 0; i < all.size(); ++i) {
     const Handshake& h = all[i].profile.handshake;
-    all[i].handshake_message = framed(h.to_msgpack());
+    all[i].handshake_message = Bytes(framed(h.to_msgpack()));
     if (all[i].profile.none_to_same_host) {
       Value same = h.to_msgpack();
       if (same.find("compression")) same.set("compression", Value::nil());
-      all[i].same_host_handshake_message = framed(same);
+      all[i].same_host_handshake_message = Bytes(framed(same));
     }
-    all[i].identity_message = framed(identity_of(i, all, started));
+    all[i].identity_message = Bytes(framed(identity_of(i, all, started)));
   }
 }
 
@@ -108,7 +108,7 @@ void ServerSession::wrote(std::size_t n) {
   }
 }
 
-void ServerSession::send(const Buffer& message) { append_bytes(out_, message.data(), message.size()); }
+void ServerSession::send(ByteSpan message) { out_.append(message); }
 
 Status ServerSession::received(ByteSpan data) {
   if (closing_) return ok_status();  // after close: ignore the rest

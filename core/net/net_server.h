@@ -75,9 +75,9 @@ struct ListenerSpec {
 struct Endpoint {
   net::Address address;
   Profile profile;
-  Buffer handshake_message;            // our handshake, framed
-  Buffer same_host_handshake_message;  // the same with compression None (none_to_same_host)
-  Buffer identity_message;             // the identity reply, framed
+  Bytes handshake_message;            // our handshake, framed
+  Bytes same_host_handshake_message;  // the same with compression None (none_to_same_host)
+  Bytes identity_message;             // the identity reply, framed
 };
 
 /// Builds the identity reply of listener `index` among `all` (a scheduler
@@ -106,7 +106,7 @@ class ServerSession {
 
  private:
   Status on_message(std::vector<Bytes> frames);
-  void send(const Buffer& message);
+  void send(ByteSpan message);
 
   const Endpoint& endpoint_;
   Limits limits_;

@@ -65,10 +65,10 @@ Reply parse_reply(const msgpack::Value& frame0) {
 ClientSession::ClientSession(const SessionOptions& options)
     : options_(options), reader_(options.limits) {
   const Buffer hs = encode_msgpack_message(options_.ours.to_msgpack());
-  append_bytes(out_, hs.data(), hs.size());
+  out_.append(hs);
   if (options_.ask_identity) {
     const Buffer b = encode_request("identity", true);
-    append_bytes(out_, b.data(), b.size());
+    out_.append(b);
   }
   if (options_.ask_versions) {
     msgpack::Map args;
@@ -78,11 +78,11 @@ ClientSession::ClientSession(const SessionOptions& options)
       args.emplace_back(msgpack::Value::str("packages"), msgpack::Value::array(std::move(pkgs)));
     }
     const Buffer b = encode_request("versions", true, std::move(args));
-    append_bytes(out_, b.data(), b.size());
+    out_.append(b);
   }
   if (options_.polite_close) {
     const Buffer b = encode_request("close", false);
-    append_bytes(out_, b.data(), b.size());
+    out_.append(b);
   }
 }
 

@@ -424,8 +424,8 @@ ObjectReport describe_object(const Message& message, const SubObject& obj, const
           m.bytes.push_back(kept[off]);
         } else {
           Buffer joined;
-          reserve_bytes(joined, static_cast<std::size_t>(size));
-          for (std::size_t j = off; j < off + cnt; ++j) append_bytes(joined, kept[j]->data(), kept[j]->size());
+          joined.reserve(static_cast<std::size_t>(size));
+          for (std::size_t j = off; j < off + cnt; ++j) joined.append(kept[j]->data(), kept[j]->size());
           m.bytes.emplace_back(Bytes(std::move(joined)));
         }
       }

@@ -5,11 +5,11 @@
 
 namespace daskcaps {
 
-const Buffer& numpy_ndarray_type_serialized() {
-  static const Buffer bytes{0x80, 0x05, 0x95, 0x15, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-                            0x8c, 0x05, 'n',  'u',  'm',  'p',  'y',  0x94, 0x8c, 0x07, 'n',
-                            'd',  'a',  'r',  'r',  'a',  'y',  0x94, 0x93, 0x94, 0x2e};
-  return bytes;
+ByteSpan numpy_ndarray_type_serialized() {
+  static constexpr std::uint8_t kBytes[] = {0x80, 0x05, 0x95, 0x15, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+                                            0x8c, 0x05, 'n',  'u',  'm',  'p',  'y',  0x94, 0x8c, 0x07, 'n',
+                                            'd',  'a',  'r',  'r',  'a',  'y',  0x94, 0x93, 0x94, 0x2e};
+  return kBytes;
 }
 
 bool is_gpu_type(std::string_view t) {

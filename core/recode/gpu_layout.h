@@ -57,6 +57,6 @@ std::vector<LayoutResult> convert_object_to_cpu(SubObject& obj, ClassReader type
 
 /// The exact `type-serialized` bytes Dask writes for numpy.ndarray
 /// (spec §5.1, protocol 5).
-const Buffer& numpy_ndarray_type_serialized();
+ByteSpan numpy_ndarray_type_serialized();
 
 }  // namespace daskcaps

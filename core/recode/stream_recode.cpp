@@ -24,7 +24,7 @@ class Sample {
     const std::uint64_t max_start = size - len_;
     for (std::uint32_t i = 0; i < rules.sample_count; ++i)
       starts_.push_back(rules.sample_count == 1 ? 0 : max_start * i / (rules.sample_count - 1));
-    bytes_.resize(static_cast<std::size_t>(len_ * starts_.size()));
+    bytes_.resize_uninitialised(static_cast<std::size_t>(len_ * starts_.size()));
   }
   bool empty() const { return starts_.empty(); }
   ByteSpan bytes() const { return bytes_; }
@@ -73,12 +73,12 @@ std::optional<std::uint64_t> declared_of(Codec c, FrameInput& input) {
 // than a decoder in pieces keeps: decoded whole, as transcode_message does).
 Result<Buffer> read_all(FrameInput& input) {
   Buffer all;
-  reserve_bytes(all, static_cast<std::size_t>(input.size()));
+  all.reserve(static_cast<std::size_t>(input.size()));
   for (std::uint64_t at = 0; at < input.size();) {
     auto p = input.read(at, std::size_t{1} << 20);
     if (!p) return std::move(p).error();
     if (p->empty()) return make_error(Errc::io, "frame input ended early");
-    append_bytes(all, p->data(), p->size());
+    all.append(p->data(), p->size());
     at += p->size();
   }
   return all;

@@ -71,7 +71,7 @@ class FrameSink : public ByteSink {
 class BufferFrameSink final : public FrameSink {
  public:
   Status put(ByteSpan bytes) override {
-    append_bytes(buffer_, bytes.data(), bytes.size());
+    buffer_.append(bytes.data(), bytes.size());
     return ok_status();
   }
   Status restart() override {
@@ -79,7 +79,7 @@ class BufferFrameSink final : public FrameSink {
     return ok_status();
   }
   void expect(std::uint64_t n) override {
-    if (n > buffer_.capacity()) reserve_bytes(buffer_, static_cast<std::size_t>(n));
+    if (n > buffer_.capacity()) buffer_.reserve(static_cast<std::size_t>(n));
   }
   const Buffer* held() const override { return &buffer_; }
   Buffer& buffer() { return buffer_; }

@@ -120,7 +120,7 @@ class ObjectRecoder {
       if (const Buffer* hit = cache.find(pickled, ro, opt_.limits)) {
         ++rep_.pickles_recoded;
         changed_ = true;
-        return *hit;
+        return *hit;  // a copy: the cache keeps its own
       }
     }
     auto r = pickle::recode(pickled, {}, ro, opt_.limits);
@@ -430,7 +430,7 @@ class ObjectRecoder {
       std::vector<bool> writeable(frames.size(), true);
       auto out = recode_with_buffers(all, writeable, "pickled-obj");
       if (!out) return std::move(out).error();
-      *po = Value::bin(Buffer((*out)[0].data(), (*out)[0].data() + (*out)[0].size()));
+      *po = Value::bin(Buffer((*out)[0].span()));
       frames.assign(out->begin() + 1, out->end());
     }
     // Always raw: 2022.12 does not decompress __Pickled__ buffers (spec §3.3).

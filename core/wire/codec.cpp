@@ -68,16 +68,12 @@ using detail::ZstdDecompressContext;
 // is core/wire/detail/codec_bounds.h, shared with the streaming decoder;
 // the per-thread zstd contexts are core/wire/detail/codec_contexts.h.
 
-// Grows a full output buffer: to double its size, or to the whole cap when
-// doubling would stop short of it by less than half the present size (each
-// step holds the old and the new buffer at once). The bytes written so far
-// are copied with memcpy: a vector with a custom allocator relocates its
-// elements one by one.
-void grow_output(Buffer& out, std::size_t written, std::uint64_t cap) {
+// Grows a full output buffer (all of it written): to double its size, or to
+// the whole cap when doubling would stop short of it by less than half the
+// present size. The bytes move once at most (a mapping grows in place).
+void grow_output(Buffer& out, std::uint64_t cap) {
   const std::uint64_t doubled = std::max<std::uint64_t>(2 * std::uint64_t{out.size()}, 64);
-  Buffer bigger(static_cast<std::size_t>(doubled + out.size() / 2 >= cap ? cap : doubled));
-  if (written > 0) std::memcpy(bigger.data(), out.data(), written);
-  out.swap(bigger);
+  out.resize_uninitialised(static_cast<std::size_t>(doubled + out.size() / 2 >= cap ? cap : doubled));
 }
 
 // Compressors write straight into the buffer they return, sized to the
@@ -86,11 +82,11 @@ void grow_output(Buffer& out, std::size_t written, std::uint64_t cap) {
 // slack does not stay allocated next to the frame until it is written.
 template <typename F>
 Result<Buffer> compress_into_bound(std::size_t bound, F&& compress_into) {
-  Buffer out(bound);
+  Buffer out = Buffer::uninitialised(bound);
   Result<std::size_t> written = compress_into(out.data(), bound);
   if (!written) return std::move(written).error();
-  if (*written < bound / 2) return Buffer(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(*written));
-  out.resize(*written);
+  if (*written < bound / 2) return Buffer(out.data(), *written);
+  out.resize_uninitialised(*written);
   return out;
 }
 
@@ -107,7 +103,7 @@ Result<Buffer> lz4_compress(ByteSpan in, std::uint64_t* longest_run = nullptr) {
     Buffer out;
     // Each chunk's block may end with 16 bytes more than the whole's bound.
     const std::size_t chunks = in.size() / kLz4ChunkBytes + 1;
-    reserve_bytes(out, 4 + static_cast<std::size_t>(LZ4_compressBound(static_cast<int>(in.size()))) + 16 * chunks);
+    out.reserve(4 + static_cast<std::size_t>(LZ4_compressBound(static_cast<int>(in.size()))) + 16 * chunks);
     BufferSink sink(out);
     if (Status s = (*enc)->feed(in, sink); !s) return std::move(s).error();
     if (Status s = (*enc)->finish(sink); !s) return std::move(s).error();
@@ -141,7 +137,7 @@ Result<Buffer> lz4_decompress(ByteSpan in, std::uint64_t max_output) {
   if (*size > most_output(Codec::lz4, block.size())) return impossible_size(*size, block.size(), Codec::lz4);
   if (block.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
     return make_error(Errc::codec_failed, "lz4 block too large");
-  Buffer out(*size);
+  Buffer out = Buffer::uninitialised(*size);
   const int got = LZ4_decompress_safe(reinterpret_cast<const char*>(block.data()),
                                       reinterpret_cast<char*>(out.data()),
                                       static_cast<int>(block.size()), static_cast<int>(*size));
@@ -217,7 +213,7 @@ Result<Buffer> zstd_decompress(ByteSpan in, std::uint64_t max_output) {
     ~Trim() { ctx.trim(); }
   } trim{ctx};
 
-  Buffer out(static_cast<std::size_t>(
+  Buffer out = Buffer::uninitialised(static_cast<std::size_t>(
       std::min(cap, std::max(kZstdFirstRoom, std::uint64_t{in.size()} * kZstdTrustRatio))));
   std::size_t pos = 0;
   ZSTD_inBuffer input{in.data(), in.size(), 0};
@@ -225,7 +221,7 @@ Result<Buffer> zstd_decompress(ByteSpan in, std::uint64_t max_output) {
   for (;;) {
     if (pos == out.size()) {
       if (out.size() >= cap) break;  // one byte more than allowed came out
-      grow_output(out, pos, cap);
+      grow_output(out, cap);
     }
     ZSTD_outBuffer output{out.data(), out.size(), pos};
     const std::size_t in_before = input.pos;
@@ -241,7 +237,7 @@ Result<Buffer> zstd_decompress(ByteSpan in, std::uint64_t max_output) {
         ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
         input.pos = 0;
         out = Buffer();  // nothing written yet: no copy, and the old room goes first
-        out.resize(static_cast<std::size_t>(cap));
+        out.resize_uninitialised(static_cast<std::size_t>(cap));
         whole_room = true;
         continue;
       }
@@ -261,7 +257,7 @@ Result<Buffer> zstd_decompress(ByteSpan in, std::uint64_t max_output) {
   if (known && pos != declared)
     return make_error(Errc::codec_failed, "zstd frame decoded to " + std::to_string(pos) +
                                               " bytes, its header says " + std::to_string(declared));
-  out.resize(pos);
+  out.resize_uninitialised(pos);
   return out;
 }
 
@@ -285,7 +281,7 @@ Result<Buffer> snappy_decompress(ByteSpan in, std::uint64_t max_output) {
   while (header < in.size() && (in[header] & 0x80) != 0) ++header;
   const std::uint64_t elements = in.size() - std::min<std::uint64_t>(in.size(), header + 1);
   if (size > most_output(Codec::snappy, elements)) return impossible_size(size, elements, Codec::snappy);
-  Buffer out(size);
+  Buffer out = Buffer::uninitialised(size);
   if (!snappy::RawUncompress(reinterpret_cast<const char*>(in.data()), in.size(),
                              reinterpret_cast<char*>(out.data())))
     return make_error(Errc::codec_failed, "snappy block is corrupt");
@@ -312,7 +308,7 @@ Result<Buffer> zlib_decompress(ByteSpan in, std::uint64_t max_output) {
     ~End() { inflateEnd(&zs); }
   } end{zs};
   const std::uint64_t cap = max_output + 1;
-  Buffer out(static_cast<std::size_t>(std::min<std::uint64_t>(cap, std::uint64_t{in.size()} * 4 + 64)));
+  Buffer out = Buffer::uninitialised(static_cast<std::size_t>(std::min<std::uint64_t>(cap, std::uint64_t{in.size()} * 4 + 64)));
   std::size_t pos = 0;
   std::size_t fed = 0;
   int rc = Z_OK;
@@ -325,7 +321,7 @@ Result<Buffer> zlib_decompress(ByteSpan in, std::uint64_t max_output) {
     }
     if (pos == out.size()) {
       if (out.size() >= cap) return decodes_too_large(max_output, "zlib");
-      grow_output(out, pos, cap);
+      grow_output(out, cap);
     }
     const std::size_t room = std::min<std::size_t>(out.size() - pos, 1u << 30);
     zs.next_out = out.data() + pos;
@@ -344,7 +340,7 @@ Result<Buffer> zlib_decompress(ByteSpan in, std::uint64_t max_output) {
   if (pos > max_output) return decodes_too_large(max_output, "zlib");
   if (fed < in.size() || zs.avail_in != 0)
     return make_error(Errc::codec_failed, "zlib stream has trailing bytes");
-  out.resize(pos);
+  out.resize_uninitialised(pos);
   return out;
 }
 
@@ -352,7 +348,7 @@ Result<Buffer> zlib_decompress(ByteSpan in, std::uint64_t max_output) {
 
 Result<Buffer> compress(Codec c, ByteSpan input, const CompressOptions& options) {
   switch (c) {
-    case Codec::none: return Buffer(input.begin(), input.end());
+    case Codec::none: return Buffer(input);
     case Codec::lz4: return lz4_compress(input);
     case Codec::zstd: return zstd_compress(input, options.zstd_level, options.zstd_workers);
     case Codec::snappy: return snappy_compress(input);
@@ -365,7 +361,7 @@ Result<Buffer> decompress(Codec c, ByteSpan input, std::uint64_t max_output) {
   switch (c) {
     case Codec::none:
       if (input.size() > max_output) return too_large(input.size(), max_output, "raw");
-      return Buffer(input.begin(), input.end());
+      return Buffer(input);
     case Codec::lz4: return lz4_decompress(input, max_output);
     case Codec::zstd: return zstd_decompress(input, max_output);
     case Codec::snappy: return snappy_decompress(input, max_output);
@@ -420,8 +416,7 @@ Result<MaybeCompressed> maybe_compress(Codec c, ByteSpan input, const MaybeCompr
     for (std::uint32_t i = 0; i < rules.sample_count; ++i) {
       const std::uint64_t start =
           rules.sample_count == 1 ? 0 : max_start * i / (rules.sample_count - 1);
-      sample.insert(sample.end(), input.begin() + static_cast<std::ptrdiff_t>(start),
-                    input.begin() + static_cast<std::ptrdiff_t>(start + size));
+      sample.append(input.subspan(static_cast<std::size_t>(start), static_cast<std::size_t>(size)));
     }
     auto small = compress(c, sample, options);
     if (!small) return std::move(small).error();

@@ -40,11 +40,11 @@ constexpr std::size_t kLz4Dict = std::size_t{64} << 10;  // a match reaches back
 class Lz4Encoder final : public FrameEncoder {
  public:
   Lz4Encoder(std::uint64_t size, std::uint64_t abandon) : size_(size), abandon_(abandon) {
-    chunk_.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size, kLz4ChunkBytes)));
+    chunk_.resize_uninitialised(static_cast<std::size_t>(std::min<std::uint64_t>(size, kLz4ChunkBytes)));
     if (size_ > kLz4ChunkBytes) {
       stream_ = LZ4_createStream();
-      dict_.resize(kLz4Dict);
-      block_.resize(static_cast<std::size_t>(LZ4_compressBound(static_cast<int>(kLz4ChunkBytes))));
+      dict_.resize_uninitialised(kLz4Dict);
+      block_.resize_uninitialised(static_cast<std::size_t>(LZ4_compressBound(static_cast<int>(kLz4ChunkBytes))));
     }
   }
   ~Lz4Encoder() override {
@@ -84,7 +84,7 @@ class Lz4Encoder final : public FrameEncoder {
     const std::uint64_t run = pending_.size();
     tail.push_back(static_cast<std::uint8_t>(std::min<std::uint64_t>(run, 15) << 4));
     if (run >= 15) put_lz4_length(tail, run - 15);
-    append_bytes(tail, pending_.data(), pending_.size());
+    tail.append(pending_.data(), pending_.size());
     return put(out, tail);
   }
 
@@ -101,13 +101,13 @@ class Lz4Encoder final : public FrameEncoder {
   // A frame of one chunk: liblz4's own block, as python-lz4 writes it.
   Status whole(ByteSink& out) {
     const int bound = LZ4_compressBound(static_cast<int>(size_));
-    Buffer block(4 + static_cast<std::size_t>(bound));
+    Buffer block = Buffer::uninitialised(4 + static_cast<std::size_t>(bound));
     for (int i = 0; i < 4; ++i) block[i] = static_cast<std::uint8_t>(size_ >> (8 * i));
     const int written = LZ4_compress_default(reinterpret_cast<const char*>(chunk_.data()),
                                              reinterpret_cast<char*>(block.data() + 4), static_cast<int>(size_),
                                              bound);
     if (written <= 0 && size_ > 0) return make_error(Errc::codec_failed, "lz4 compression failed");
-    block.resize(4 + static_cast<std::size_t>(std::max(written, 0)));
+    block.resize_uninitialised(4 + static_cast<std::size_t>(std::max(written, 0)));
     longest_ = longest_run(ByteSpan(block.data() + 4, block.size() - 4));
     return put(out, block);
   }
@@ -181,8 +181,8 @@ class Lz4Encoder final : public FrameEncoder {
     Buffer head;
     head.push_back(static_cast<std::uint8_t>((std::min<std::uint64_t>(run, 15) << 4) | (token & 15)));
     if (run >= 15) put_lz4_length(head, run - 15);
-    append_bytes(head, pending_.data(), pending_.size());
-    append_bytes(head, b + first_literals, static_cast<std::size_t>(lit));
+    head.append(pending_.data(), pending_.size());
+    head.append(b + first_literals, static_cast<std::size_t>(lit));
     if (Status s = put(out, head); !s) return s;
     pending_.clear();
     // Then every sequence up to the last, as they are.
@@ -231,7 +231,7 @@ class Lz4Encoder final : public FrameEncoder {
       Buffer().swap(chunk_);
       return ok_status();
     }
-    append_bytes(pending_, p, n);
+    pending_.append(p, n);
     longest_ = std::max<std::uint64_t>(longest_, pending_.size());
     return ok_status();
   }
@@ -257,7 +257,7 @@ class ZstdEncoder final : public FrameEncoder {
  public:
   // A parallel frame's context has its own workers: not kept.
   ZstdEncoder(std::uint64_t size, ZSTD_CCtx* cctx, bool kept) : size_(size), cctx_(cctx), kept_(kept) {
-    out_.resize(ZSTD_CStreamOutSize());
+    out_.resize_uninitialised(ZSTD_CStreamOutSize());
   }
   ~ZstdEncoder() override {
     if (kept_)
@@ -310,8 +310,8 @@ constexpr std::size_t kSnappyFragment = std::size_t{64} << 10;  // snappy's kBlo
 class SnappyEncoder final : public FrameEncoder {
  public:
   explicit SnappyEncoder(std::uint64_t size) : size_(size) {
-    fragment_.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size, kSnappyFragment)));
-    packed_.resize(snappy::MaxCompressedLength(kSnappyFragment));
+    fragment_.resize_uninitialised(static_cast<std::size_t>(std::min<std::uint64_t>(size, kSnappyFragment)));
+    packed_.resize_uninitialised(snappy::MaxCompressedLength(kSnappyFragment));
   }
 
   Status feed(ByteSpan in, ByteSink& out) override {
@@ -380,7 +380,7 @@ class SnappyEncoder final : public FrameEncoder {
 
 class ZlibEncoder final : public FrameEncoder {
  public:
-  explicit ZlibEncoder(std::uint64_t size) : size_(size) { out_.resize(std::size_t{64} << 10); }
+  explicit ZlibEncoder(std::uint64_t size) : size_(size) { out_.resize_uninitialised(std::size_t{64} << 10); }
   ~ZlibEncoder() override {
     if (ready_) deflateEnd(&zs_);
   }

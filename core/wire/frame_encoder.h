@@ -109,7 +109,7 @@ class BufferSink final : public ByteSink {
  public:
   explicit BufferSink(Buffer& buffer) : buffer_(buffer) {}
   Status put(ByteSpan bytes) override {
-    append_bytes(buffer_, bytes.data(), bytes.size());
+    buffer_.append(bytes.data(), bytes.size());
     return ok_status();
   }
 

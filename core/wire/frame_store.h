@@ -43,7 +43,7 @@ class StoredFrameInput final : public FrameInput {
   std::uint64_t size() const override { return size_; }
   Result<ByteSpan> read(std::uint64_t at, std::size_t max) override {
     if (at >= size_ || max == 0) return ByteSpan{};
-    if (buffer_.empty()) buffer_.resize(piece_bytes_);
+    if (buffer_.empty()) buffer_.resize_uninitialised(piece_bytes_);
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>({max, buffer_.size(), size_ - at}));
     auto got = store_->read(index_, at, std::span<std::uint8_t>(buffer_.data(), n));
     if (!got) return std::move(got).error();

@@ -98,8 +98,8 @@ Buffer encode_message_impl(const Frames& frames) {
     body += f.size();
   }
   Buffer out = encode_prelude(lengths);
-  reserve_bytes(out, out.size() + static_cast<std::size_t>(body));
-  for (const auto& f : frames) append_bytes(out, f.data(), f.size());
+  out.reserve(out.size() + static_cast<std::size_t>(body));
+  for (const auto& f : frames) out.append(f.data(), f.size());
   return out;
 }
 }  // namespace

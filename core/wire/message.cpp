@@ -91,7 +91,7 @@ Status read_stored(const Message& message, std::size_t index, std::uint8_t* into
 
 Result<Bytes> load_frame(const Message& message, std::size_t index) {
   if (!frame_stored(message, index)) return message.original_frames[index];
-  Buffer b(static_cast<std::size_t>(message.frame_sizes[index]));
+  Buffer b = Buffer::uninitialised(static_cast<std::size_t>(message.frame_sizes[index]));
   if (Status s = read_stored(message, index, b.data()); !s) return std::move(s).error();
   return Bytes(std::move(b));
 }

@@ -253,7 +253,7 @@ void Value::clone_heap(const Value& s, Value& d) {
     case Type::bin:
     case Type::ext: {
       const ByteSpan b(s.bytes_data(), s.size_);
-      d.p_.buf = new Buffer(b.begin(), b.end());
+      d.p_.buf = new Buffer(b);
       return;
     }
     case Type::array: {
@@ -944,12 +944,12 @@ class Encoder {
  public:
   /// Appends to `out`; `guess` sizes the first growth of the buffer.
   Encoder(Buffer& out, std::size_t guess) : out_(out), start_(out.size()) {
-    out_.resize(start_ + std::max<std::size_t>(guess, 64));
+    out_.resize_uninitialised(start_ + std::max<std::size_t>(guess, 64));
     p_ = out_.data() + start_;
     end_ = out_.data() + out_.size();
   }
   /// Trims the buffer to what was written.
-  void finish() { out_.resize(static_cast<std::size_t>(p_ - out_.data())); }
+  void finish() { out_.resize_uninitialised(static_cast<std::size_t>(p_ - out_.data())); }
 
   /// What a decoded root re-encodes to, when nothing changed, plus the most
   /// that need() asks for beyond what is then written (32 for a fixstr of
@@ -1051,7 +1051,7 @@ class Encoder {
   }
   void grow(std::size_t n) {
     const std::size_t used = static_cast<std::size_t>(p_ - out_.data());
-    out_.resize(std::max(out_.size() * 2, used + n));
+    out_.resize_uninitialised(std::max(out_.size() * 2, used + n));
     p_ = out_.data() + used;
     end_ = out_.data() + out_.size();
   }

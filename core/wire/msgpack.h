@@ -156,6 +156,8 @@ class Value {
   }
   static Value str(std::string_view s);
   static Value bin(Buffer b);
+  /// A bin holding a copy of `b`.
+  static Value bin(ByteSpan b) { return bin(Buffer(b)); }
   static Value ext(std::int8_t type, Buffer b);
   static Value array(Array a = {});
   static Value map(Map m = {});

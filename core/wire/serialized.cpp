@@ -134,7 +134,7 @@ Result<std::vector<Bytes>> merge_frames(const SubObject& obj, std::vector<Bytes>
     Buffer merged;
     merged.reserve(total);
     for (std::size_t j = off; j < off + cnt; ++j)
-      merged.insert(merged.end(), decompressed[j].data(), decompressed[j].data() + decompressed[j].size());
+      merged.append(decompressed[j].data(), decompressed[j].size());
     out.emplace_back(std::move(merged));
   }
   return out;

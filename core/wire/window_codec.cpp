@@ -154,12 +154,12 @@ constexpr std::uint64_t kZstdHeaderMax = 18;  // ZSTD_FRAMEHEADERSIZE_MAX
 Result<std::uint64_t> zstd_whole(FrameInput& in, std::uint64_t max_output, const WindowFn& fn,
                                  const WindowOptions& o) {
   Buffer all;
-  reserve_bytes(all, static_cast<std::size_t>(in.size()));
+  all.reserve(static_cast<std::size_t>(in.size()));
   Pieces pieces(in, 0, o.input_bytes);
   while (!pieces.done()) {
     auto p = pieces.next();
     if (!p) return std::move(p).error();
-    append_bytes(all, p->data(), p->size());
+    all.append(p->data(), p->size());
   }
   auto out = decompress(Codec::zstd, all, max_output);
   if (!out) return std::move(out).error();
@@ -200,7 +200,7 @@ Result<std::uint64_t> zstd_windows(FrameInput& in, std::uint64_t max_output, con
     ~Trim() { ctx.trim(); }
   } trim{ctx};
 
-  Buffer window(static_cast<std::size_t>(std::min<std::uint64_t>(cap, o.window_bytes)));
+  Buffer window = Buffer::uninitialised(static_cast<std::size_t>(std::min<std::uint64_t>(cap, o.window_bytes)));
   Pieces pieces(in, 0, o.input_bytes);
   ZSTD_inBuffer input{nullptr, 0, 0};
   std::uint64_t done = 0;
@@ -255,7 +255,7 @@ Result<std::uint64_t> zlib_windows(FrameInput& in, std::uint64_t max_output, con
     ~End() { inflateEnd(&zs); }
   } end{zs};
   const std::uint64_t cap = max_output + 1;
-  Buffer window(static_cast<std::size_t>(std::min<std::uint64_t>(cap, o.window_bytes)));
+  Buffer window = Buffer::uninitialised(static_cast<std::size_t>(std::min<std::uint64_t>(cap, o.window_bytes)));
   Pieces pieces(in, 0, std::min<std::size_t>(o.input_bytes, std::size_t{1} << 30));
   std::uint64_t done = 0;
   int rc = Z_OK;

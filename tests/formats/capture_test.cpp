@@ -153,7 +153,7 @@ TEST_CASE("capture: reordering, retransmission (same and conflicting) and overla
   // and a conflicting copy.
   Segment overlap = c.segments[client_data[1]];
   const Segment& next = c.segments[client_data[2]];
-  overlap.payload.insert(overlap.payload.end(), next.payload.begin(), next.payload.begin() + 100);
+  overlap.payload.append(next.payload.data(), 100);
   Segment conflicting = c.segments[client_data[2]];
   conflicting.payload[10] ^= 0xff;
   segs.insert(segs.begin() + static_cast<std::ptrdiff_t>(client_data[3] + 1),
@@ -374,7 +374,7 @@ TEST_CASE("capture: huge lengths stop the capture with the file offset") {
   Buffer file = write_pcap(s.conv.segments, Link::ethernet);
   const std::size_t at = file.size();
   const Buffer bad{0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
-  file.insert(file.end(), bad.begin(), bad.end());
+  file.append(bad);
   Result_ r = read_capture(file);
   REQUIRE(r.error);
   CHECK(r.error->code == Errc::limit_exceeded);
@@ -386,7 +386,7 @@ TEST_CASE("capture: huge lengths stop the capture with the file offset") {
   w.interface(1);
   const std::size_t blk = w.out.size();
   const Buffer huge{6, 0, 0, 0, 0xfc, 0xff, 0xff, 0xff};
-  w.out.insert(w.out.end(), huge.begin(), huge.end());
+  w.out.append(huge);
   Result_ ng = read_capture(w.out);
   REQUIRE(ng.error);
   CHECK(ng.error->code == Errc::limit_exceeded);

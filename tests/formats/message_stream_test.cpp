@@ -18,7 +18,7 @@ Buffer message(const std::string& op, std::size_t payload) {
 }
 Buffer stream_of(std::vector<Buffer> msgs) {
   Buffer out;
-  for (auto& m : msgs) out.insert(out.end(), m.begin(), m.end());
+  for (auto& m : msgs) out.append(m);
   return out;
 }
 std::vector<StreamMessage> drain(MessageExtractor& x) {
@@ -77,7 +77,7 @@ TEST_CASE("message_stream: garbage in sync is an error with its offset") {
   Buffer s = message("a", 10);
   Buffer bad(24, 0);
   bad[8] = 0;  // frame count 0
-  s.insert(s.end(), bad.begin(), bad.end());
+  s.append(bad);
   MessageExtractor x({});
   x.push(s);
   auto r1 = x.next();
@@ -113,7 +113,7 @@ TEST_CASE("message_stream: out of sync from the start, a first candidate that fa
   for (int i = 0; i < 10; ++i) w.u8(0x80);
   const std::size_t junk = s.size();
   Buffer real = message("real", 5);
-  s.insert(s.end(), real.begin(), real.end());
+  s.append(real);
   REQUIRE(plausible_prelude(s, limits, MessageExtractor::kResyncMaxFrames));
   MessageExtractor x(limits, false);
   x.push(s);

@@ -412,7 +412,7 @@ TEST_CASE("pcap: huge and inconsistent lengths are errors, never allocations") {
   Buffer file = write_pcap({s}, Link::raw);
   const std::size_t rec = file.size();
   Buffer hdr{0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
-  file.insert(file.end(), hdr.begin(), hdr.end());
+  file.append(hdr);
   ReadAll all = read_all(file);
   REQUIRE(all.packets.size() == 1);
   REQUIRE(all.error);
@@ -445,7 +445,7 @@ TEST_CASE("pcap: huge and inconsistent lengths are errors, never allocations") {
   const std::size_t blk = w.out.size();
   Buffer huge{6, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
   Buffer f1 = w.out;
-  f1.insert(f1.end(), huge.begin(), huge.end());
+  f1.append(huge);
   ReadAll r1 = read_all(f1);
   REQUIRE(r1.error);
   CHECK(r1.error->code == Errc::bad_value);

@@ -36,7 +36,7 @@ Buffer message(std::size_t payload) {
 TEST_CASE("raw_stream: reads every message, then a clean end") {
   Buffer s = message(10);
   Buffer m2 = message(100000);
-  s.insert(s.end(), m2.begin(), m2.end());
+  s.append(m2);
   TempFile f(s);
   auto r = RawStreamReader::open(f.path, {});
   REQUIRE(r);
@@ -59,7 +59,7 @@ TEST_CASE("raw_stream: reads every message, then a clean end") {
 TEST_CASE("raw_stream: a truncated file names the message and its offset") {
   Buffer s = message(10);
   Buffer m2 = message(5000);
-  s.insert(s.end(), m2.begin(), m2.end() - 1);
+  s.append(m2.data(), m2.size() - 1);
   TempFile f(s);
   auto r = RawStreamReader::open(f.path, {});
   REQUIRE(r);
@@ -110,9 +110,9 @@ TEST_CASE("raw_stream: a large message is read from its head, its other frames l
   Buffer s = message(10);
   const std::uint64_t big_at = s.size();
   const Buffer big = object_message({big0, big1});
-  s.insert(s.end(), big.begin(), big.end());
+  s.append(big);
   const Buffer after = message(20);
-  s.insert(s.end(), after.begin(), after.end());
+  s.append(after);
   TempFile f(s);
   auto r = RawStreamReader::open(f.path, {}, 500000);
   REQUIRE(r);
@@ -133,7 +133,7 @@ TEST_CASE("raw_stream: a large message is read from its head, its other frames l
   CHECK(m.frames[2].empty());
   CHECK(m.frames[3].empty());
   // The stored frames read back, in pieces and whole.
-  Buffer piece(1000);
+  Buffer piece = Buffer::uninitialised(1000);
   auto got = m.store->read(3, 123456, piece);
   REQUIRE(got);
   CHECK(*got == 1000);
@@ -172,7 +172,7 @@ TEST_CASE("raw_stream: a stored message's frames are an io error once the file i
   REQUIRE(*m);
   REQUIRE((*m)->store);
   REQUIRE(truncate(f.path.c_str(), static_cast<off_t>(big.size() - 1000)) == 0);
-  Buffer piece(4096);
+  Buffer piece = Buffer::uninitialised(4096);
   auto got = (*m)->store->read(2, 600000 - 4096, piece);
   REQUIRE(!got);
   CHECK(got.error().code == Errc::io);

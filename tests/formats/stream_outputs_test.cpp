@@ -26,7 +26,8 @@ std::string temp_path() {
 }
 Buffer read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  return Buffer(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  const std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return Buffer(as_bytes(s));
 }
 }  // namespace
 
@@ -50,10 +51,10 @@ TEST_CASE("stream_outputs: messages written in place sit between whole ones, the
   REQUIRE((*out)->write(0, last));
   REQUIRE((*out)->commit());
   Buffer expected = encode_message(std::span<const Bytes>(first));
-  append_bytes(expected, big.data(), 40);
-  append_bytes(expected, big.data(), big.size());
+  expected.append(big.data(), 40);
+  expected.append(big.data(), big.size());
   const Buffer tail = encode_message(std::span<const Bytes>(last));
-  append_bytes(expected, tail.data(), tail.size());
+  expected.append(tail.data(), tail.size());
   CHECK(read_file(path) == expected);
   const auto files = (*out)->files();
   REQUIRE(files.size() == 1);

@@ -15,6 +15,7 @@
 //     refuses;
 //  2. a plan that fails with an error is a message the whole path refuses.
 #include <cstdint>
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -103,7 +104,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         continue;
       }
       cut = std::make_unique<CutThrough>(std::move(std::get<CutPlan>(*v)));
-      for (const Bytes& b : cut->begin()) append_bytes(out, b.data(), b.size());
+      for (const Bytes& b : cut->begin()) out.append(b);
       a.stream_rest();
     }
     std::vector<Bytes> pieces;
@@ -113,7 +114,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       }
     }
-    for (const Bytes& b : pieces) append_bytes(out, b.data(), b.size());
+    for (const Bytes& b : pieces) out.append(b);
   }
 
   bool complete = false;

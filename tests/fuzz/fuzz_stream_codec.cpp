@@ -55,7 +55,7 @@ bool zstd_streaming_decodes(ByteSpan frame, std::uint64_t declared) {
   ZSTD_DCtx* dctx = ZSTD_createDCtx();
   FUZZ_CHECK(dctx != nullptr);
   ZSTD_DCtx_setParameter(dctx, ZSTD_d_windowLogMax, 27);
-  Buffer out(static_cast<std::size_t>(declared) + 1);
+  Buffer out = Buffer::uninitialised(static_cast<std::size_t>(declared) + 1);
   ZSTD_frameHeader header{};
   FUZZ_CHECK(ZSTD_getFrameHeader(&header, frame.data(), frame.size()) == 0);
   const std::size_t hsize =
@@ -114,7 +114,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const Bytes& b : out) {
       FUZZ_CHECK(!b.empty());
       FUZZ_CHECK(b.size() <= options.piece_bytes);
-      got.insert(got.end(), b.data(), b.data() + b.size());
+      got.append(b);
     }
     out.clear();
     FUZZ_CHECK(dec.produced() == got.size());

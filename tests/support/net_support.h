@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "daskcaps/base/buffer.h"
 #include "daskcaps/net/loop.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -39,10 +40,11 @@ void run_until(daskcaps::net::Loop& loop, Pred done, int rounds, std::chrono::mi
   for (int i = 0; i < rounds && !done(); ++i) REQUIRE(loop.run_once(wait).ok());
 }
 
-/// Heap bytes malloc has handed out (small blocks and mmapped ones).
+/// Heap bytes in use: what malloc has handed out (small blocks and mmapped
+/// ones) and the large Buffer blocks, which are mappings of their own.
 inline std::size_t heap_in_use() {
   const struct mallinfo2 m = mallinfo2();
-  return m.uordblks + m.hblkhd;
+  return m.uordblks + m.hblkhd + daskcaps::Buffer::mapped_bytes();
 }
 
 /// Raises the soft file descriptor limit to the hard one and returns how

@@ -208,7 +208,7 @@ inline Record record_of(const Segment& s, Link l) {
   Record r;
   r.data = frame(l, ip_packet(s), is_v6(s.src));
   r.original = static_cast<std::uint32_t>(r.data.size());
-  if (s.snap && *s.snap < r.data.size()) r.data.resize(*s.snap);
+  if (s.snap && *s.snap < r.data.size()) r.data.resize_uninitialised(*s.snap);
   r.ts_ns = s.ts_ns;
   return r;
 }
@@ -420,7 +420,7 @@ inline Buffer dask_op(const std::string& op, std::size_t n = 0, std::size_t extr
 
 inline Buffer concat(std::initializer_list<Buffer> parts) {
   Buffer out;
-  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  for (const auto& p : parts) out.append(p);
   return out;
 }
 
@@ -462,8 +462,7 @@ struct Conversation {
     for (std::size_t at = 0; at < bytes.size(); at += mss) {
       Segment s = make(from_client, kAck | kPsh);
       const std::size_t n = std::min(mss, bytes.size() - at);
-      s.payload.assign(bytes.begin() + static_cast<std::ptrdiff_t>(at),
-                       bytes.begin() + static_cast<std::ptrdiff_t>(at + n));
+      s.payload = Buffer(bytes.data() + at, n);
       (from_client ? cseq : sseq) += static_cast<std::uint32_t>(n);
       segments.push_back(std::move(s));
     }

@@ -24,7 +24,7 @@ namespace op = daskcaps::pickle::op;
 class PickleBuilder {
  public:
   PickleBuilder& op(std::uint8_t code) { out_.push_back(code); return *this; }
-  PickleBuilder& raw(std::string_view bytes) { out_.insert(out_.end(), bytes.begin(), bytes.end()); return *this; }
+  PickleBuilder& raw(std::string_view bytes) { out_.append(bytes); return *this; }
   PickleBuilder& u8(std::uint8_t v) { out_.push_back(v); return *this; }
   PickleBuilder& u16(std::uint16_t v) { return le(v, 2); }
   PickleBuilder& u32(std::uint32_t v) { return le(v, 4); }

@@ -35,12 +35,12 @@ class ScriptedTransport final : public daskcaps::net::Transport {
     auto& front = chunks_.front();
     const std::size_t n = std::min(out.size(), front.size());
     std::copy_n(front.begin(), n, out.begin());
-    front.erase(front.begin(), front.begin() + static_cast<std::ptrdiff_t>(n));
+    front.erase_front(n);
     if (front.empty()) chunks_.pop_front();
     return n;
   }
   daskcaps::Status write_all(daskcaps::ByteSpan data, daskcaps::net::Deadline) override {
-    written_.insert(written_.end(), data.begin(), data.end());
+    written_.append(data);
     return daskcaps::ok_status();
   }
   void close() override { closed_ = true; }

@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::ifstream f(argv[1], std::ios::binary);
-  const Buffer in((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const Buffer in(as_bytes(text));
   auto jobs = parse(in);
   if (!jobs) {
     std::fprintf(stderr, "pickle_recode: %s\n", jobs.error().message().c_str());

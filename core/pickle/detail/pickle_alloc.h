@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstddef>
-#include <type_traits>
 #include <vector>
 
 #include "daskcaps/base/bytes.h"
@@ -54,11 +53,14 @@ using LargeVector = std::vector<T, LargeAllocator<T>>;
 template <typename T, typename A>
 void reserve_large(std::vector<T, A>& v, std::size_t n) {
   if (n <= v.capacity()) return;
-  if constexpr (std::is_same_v<std::vector<T, A>, Buffer>)
-    reserve_bytes(v, n);  // one memcpy, not a byte loop
-  else
-    v.reserve(n);
+  v.reserve(n);
   advise_huge_pages(v.data(), v.capacity() * sizeof(T));
+}
+/// The same for the output pickle (a mapping of its own once it is large).
+inline void reserve_large(Buffer& b, std::size_t n) {
+  if (n <= b.capacity()) return;
+  b.reserve(n);
+  advise_huge_pages(b.data(), b.capacity());
 }
 
 /// Makes room for `extra` more elements, doubling (with the hint) when full.

@@ -21,7 +21,7 @@ int hex_value(std::uint8_t c) {
   return -1;
 }
 
-void put(Buffer& out, std::string_view s) { out.insert(out.end(), s.begin(), s.end()); }
+void put(Buffer& out, std::string_view s) { out.append(s); }
 
 void put_hex_escape(Buffer& out, char kind, std::uint32_t v, int digits) {
   out.push_back('\\');
@@ -342,7 +342,7 @@ void append_int64_le(std::int64_t v, Buffer& out) {
   std::uint8_t b[8];
   for (int i = 0; i < 8; ++i) b[i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(v) >> (8 * i));
   const std::size_t n = minimal_le_length(ByteSpan(b, 8));
-  out.insert(out.end(), b, b + n);
+  out.append(b, n);
 }
 
 namespace {
@@ -438,7 +438,7 @@ Result<Buffer> decimal_to_le(bool negative, std::string_view digits) {
       carry = v >> 8;
     }
   }
-  le.resize(minimal_le_length(le));
+  le.resize_uninitialised(minimal_le_length(le));
   return le;
 }
 

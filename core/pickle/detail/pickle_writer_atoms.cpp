@@ -210,7 +210,7 @@ std::uint32_t Writer::save_latin1_str(ByteSpan latin1, NodeId for_errors) {
     if (n == latin1.size()) {
       raw(latin1);
     } else if (len_ + n <= limits_.max_pickle_output_bytes) {
-      out_.resize(len_);  // no framing below protocol 4
+      out_.resize_uninitialised(len_);  // no framing below protocol 4
       if (len_ + n > out_.capacity()) {
         detail::reserve_large(out_, static_cast<std::size_t>(std::min<std::uint64_t>(
                                         std::max<std::uint64_t>(len_ + n, 2 * out_.capacity()),
@@ -362,9 +362,9 @@ std::uint32_t Writer::emit_global(std::string_view module, std::string_view qual
     }
     scratch_.clear();
     scratch_.push_back(op::GLOBAL);
-    scratch_.insert(scratch_.end(), name.first.begin(), name.first.end());
+    scratch_.append(name.first);
     scratch_.push_back('\n');
-    scratch_.insert(scratch_.end(), name.second.begin(), name.second.end());
+    scratch_.append(name.second);
     scratch_.push_back('\n');
     raw(scratch_.data(), scratch_.size());
     const std::uint32_t idx = memo_put();

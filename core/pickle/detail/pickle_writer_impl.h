@@ -107,8 +107,8 @@ class Writer {
  private:
   // ---- output and framing (CPython's _Pickler_Write and friends) ----
   // len_ bytes of out_ are written. Small writes go into out_'s size (grown
-  // in zero-filled chunks, which is cheaper than push_back per byte); big
-  // payloads are appended with insert at len_, so they are copied once.
+  // in uninitialised chunks of kChunk, which is cheaper than a size check
+  // per append); big payloads get room of their own and one memcpy.
   // The capacity never exceeds max_pickle_output_bytes: only a write that
   // needs more room can cross it (room() then sets overflow_).
   [[gnu::noinline]] bool room(std::size_t n) {
@@ -122,7 +122,7 @@ class Writer {
       detail::reserve_large(out_, static_cast<std::size_t>(
                                       std::min<std::uint64_t>(doubled, limits_.max_pickle_output_bytes)));
     }
-    out_.resize(std::min(out_.capacity(), std::max(want, out_.size() + kChunk)));
+    out_.resize_uninitialised(std::min(out_.capacity(), std::max(want, out_.size() + kChunk)));
     return true;
   }
   void start_frame() {
@@ -151,12 +151,12 @@ class Writer {
       overflow_ = true;
       return;
     }
-    out_.resize(len_);
+    out_.resize_uninitialised(len_);
     if (len_ + data.size() > out_.capacity()) {
       detail::reserve_large(out_, static_cast<std::size_t>(std::min<std::uint64_t>(
                                       std::max(len_ + data.size(), 2 * out_.capacity()), limits_.max_pickle_output_bytes)));
     }
-    out_.resize(len_ + data.size());  // uninitialised room, then one memcpy
+    out_.resize_uninitialised(len_ + data.size());  // uninitialised room, then one memcpy
     std::memcpy(out_.data() + len_, data.data(), data.size());
     len_ = out_.size();
   }
@@ -231,7 +231,7 @@ class Writer {
   void text_op(std::uint8_t code, std::string_view arg) {
     scratch_.clear();
     scratch_.push_back(code);
-    scratch_.insert(scratch_.end(), arg.begin(), arg.end());
+    scratch_.append(arg);
     scratch_.push_back('\n');
     raw(scratch_.data(), scratch_.size());
   }

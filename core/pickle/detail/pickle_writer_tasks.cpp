@@ -490,9 +490,9 @@ bool Writer::run_task(Task t) {
       }
       scratch_.clear();
       scratch_.push_back(op::INST);
-      scratch_.insert(scratch_.end(), m.begin(), m.end());
+      scratch_.append(m);
       scratch_.push_back('\n');
-      scratch_.insert(scratch_.end(), q.begin(), q.end());
+      scratch_.append(q);
       scratch_.push_back('\n');
       raw(scratch_.data(), scratch_.size());
       return true;
@@ -783,7 +783,7 @@ Result<Written> Writer::run() {
     return make_error(Errc::limit_exceeded, "output exceeds " + std::to_string(limits_.max_pickle_output_bytes) +
                                                 " bytes (--max-pickle-output-bytes)");
   }
-  out_.resize(len_);
+  out_.resize_uninitialised(len_);
   Written w;
   w.pickle = std::move(out_);
   w.out_of_band = std::move(out_of_band_);

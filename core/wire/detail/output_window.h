@@ -64,7 +64,7 @@ class OutputWindow {
     const std::size_t keep = static_cast<std::size_t>(std::min<std::uint64_t>(history_, done));
     const std::size_t fresh =
         static_cast<std::size_t>(std::min<std::uint64_t>(piece_bytes_, total_ - done));
-    auto next = std::make_shared<Buffer>(keep + fresh);  // not zero-filled (Buffer's allocator)
+    auto next = std::make_shared<Buffer>(Buffer::uninitialised(keep + fresh));
     if (keep > 0) std::memcpy(next->data(), data_ + pos_ - keep, keep);
     buffer_ = std::move(next);  // the old window lives on in the pieces that share it
     data_ = buffer_->data();

@@ -28,7 +28,7 @@ std::uint32_t le(const std::uint8_t* p, std::size_t n) {
 
 SnappyBlockStream::SnappyBlockStream(std::uint64_t output_bytes, std::size_t window_bytes, const WindowFn& fn)
     : total_(output_bytes), window_(window_bytes), fn_(fn) {
-  buf_.resize(kHistory + static_cast<std::size_t>(std::min<std::uint64_t>(window_bytes, output_bytes)));
+  buf_.resize_uninitialised(kHistory + static_cast<std::size_t>(std::min<std::uint64_t>(window_bytes, output_bytes)));
   limit_ = std::min(buf_.size(), window_);
 }
 

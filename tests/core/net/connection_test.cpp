@@ -52,11 +52,11 @@ struct Recorder : Connection::Handler {
   std::span<std::uint8_t> read_buffer(Connection&) override {
     if (hold) return {};
     const std::size_t n = next_chunk ? next_chunk() : chunk;
-    buf.resize(n);
+    buf.resize_uninitialised(n);
     return {buf.data(), n};
   }
   void on_read(Connection& c, ByteSpan data) override {
-    got.insert(got.end(), data.begin(), data.end());
+    got.append(data);
     if (echo) c.send_copy(data);
     if (on_data) on_data(c, data);
   }
@@ -104,7 +104,7 @@ std::uint16_t closed_port() {
 
 Buffer pattern(std::size_t n, std::uint32_t seed = 7) {
   std::mt19937 rng(seed);
-  Buffer b(n);
+  Buffer b = daskcaps::Buffer::uninitialised(n);
   for (auto& x : b) x = static_cast<std::uint8_t>(rng());
   return b;
 }
@@ -232,7 +232,7 @@ TEST_CASE("connection: a full output queue is back-pressure; on_drained says whe
   Buffer expected;
   for (std::uint32_t s = 0; s < seed; ++s) {
     const Buffer p = pattern(kChunk, s);
-    expected.insert(expected.end(), p.begin(), p.end());
+    expected.append(p);
   }
   CHECK(server.got == expected);  // nothing lost, duplicated or reordered
 }
@@ -321,7 +321,7 @@ TEST_CASE("connection: a byte stream in random small pieces, read in random smal
   const std::array<ByteSpan, 3> frames{ByteSpan(head), ByteSpan(big).first(5), ByteSpan(big)};
   messages.push_back(encode_message(frames));
   Buffer stream;
-  for (const auto& m : messages) stream.insert(stream.end(), m.begin(), m.end());
+  for (const auto& m : messages) stream.append(m);
 
   for (const bool tls : {false, true}) {
     CAPTURE(tls);

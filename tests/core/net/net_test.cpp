@@ -340,7 +340,7 @@ TEST_CASE("net_server: 1,000 idle clients cost the server little heap each") {
   const net::Address a = srv.addresses()[0];
   Buffer hello = rpc::encode_msgpack_message(query_options().session.ours.to_msgpack());
   const Buffer identity = rpc::encode_request("identity", true);
-  hello.insert(hello.end(), identity.begin(), identity.end());
+  hello.append(identity);
 
   // A plain blocking client (no heap of its own): handshake and identity,
   // then it sits idle holding the connection.

@@ -25,7 +25,7 @@ Buffer message(const Value& v) { return rpc::encode_msgpack_message(v); }
 
 Buffer concat(std::initializer_list<Buffer> parts) {
   Buffer out;
-  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  for (const auto& p : parts) out.append(p);
   return out;
 }
 
@@ -279,7 +279,7 @@ TEST_CASE("rpc: message reader cuts several messages out of one chunk and keeps 
   rpc::MessageReader r(Limits{});
   const Buffer two = concat({message(num(1)), message(num(2))});
   Buffer with_tail = two;
-  with_tail.insert(with_tail.end(), {0x11, 0x00});
+  with_tail.append(Buffer{0x11, 0x00});
   r.push(with_tail);
   auto a = r.next();
   REQUIRE(a.ok());

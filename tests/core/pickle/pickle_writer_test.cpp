@@ -668,7 +668,7 @@ TEST_CASE("pickle_writer: random mutations of the corpus never crash nor give un
   limits.max_pickle_output_bytes = 1 << 24;
   for (int round = 0; round < 8000; ++round) {
     const auto& seed = seeds[rng() % seeds.size()];
-    Buffer m(seed.first.begin(), seed.first.end());
+    std::vector<std::uint8_t> m(seed.first.begin(), seed.first.end());
     // Mostly one or two edits: more of the mutants still parse and reach the writer.
     const int edits = 1 + static_cast<int>(rng() % 3 == 0 ? rng() % 4 : rng() % 2);
     for (int e = 0; e < edits && !m.empty(); ++e) {

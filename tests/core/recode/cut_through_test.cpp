@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <optional>
 #include <random>
 
@@ -24,7 +25,7 @@ namespace {
 Buffer walk(std::size_t n, std::uint32_t seed) {
   // A random walk of bytes: lz4 and zstd shrink it, not to nothing.
   std::mt19937 rng(seed);
-  Buffer b(n);
+  Buffer b = daskcaps::Buffer::uninitialised(n);
   std::uint8_t v = 0;
   for (auto& x : b) {
     if (rng() % 4 == 0) v = static_cast<std::uint8_t>(v + static_cast<int>(rng() % 5) - 2);
@@ -113,7 +114,7 @@ CutResult cut_via_assembler(const Buffer& wire, const TranscodeOptions& o, std::
   CutResult res;
   Buffer out;
   auto emit = [&](std::vector<Bytes>& pieces) {
-    for (const Bytes& b : pieces) out.insert(out.end(), b.data(), b.data() + b.size());
+    for (const Bytes& b : pieces) out.append(b);
     pieces.clear();
   };
   std::size_t at = 0;

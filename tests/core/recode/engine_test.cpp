@@ -29,7 +29,7 @@ std::vector<Bytes> make_message(int stream, int index, std::size_t n) {
     return frames_of({msgpack::encode(map({{"op", str("task-finished")}, {"stream", num(stream)}, {"i", num(index)}}))});
   }
   // Incompressible bytes: the wire size is about n * 8.
-  Buffer raw(n * 8);
+  Buffer raw = Buffer::uninitialised(n * 8);
   std::mt19937 rng(static_cast<unsigned>(stream * 100003 + index));
   for (auto& b : raw) b = static_cast<std::uint8_t>(rng());
   auto lz4 = compress(Codec::lz4, raw);
@@ -298,8 +298,8 @@ struct MemoryOutput {
     std::vector<std::uint64_t> lengths;
     for (const Bytes& f : frames) lengths.push_back(f.size());
     const Buffer prelude = encode_prelude(lengths);
-    append_bytes(bytes, prelude.data(), prelude.size());
-    for (const Bytes& f : frames) append_bytes(bytes, f.data(), f.size());
+    bytes.append(prelude.data(), prelude.size());
+    for (const Bytes& f : frames) bytes.append(f.data(), f.size());
     return {};
   }
   Status write_in_place(const InPlaceBody& body) {
@@ -324,7 +324,7 @@ struct MemoryOutput {
     const std::uint64_t base = bytes.size();
     auto n = body(sink);
     if (!n) return std::move(n).error();
-    bytes.resize(static_cast<std::size_t>(base + *n));
+    bytes.resize_uninitialised(static_cast<std::size_t>(base + *n));
     ++in_place;
     return {};
   }
@@ -332,7 +332,7 @@ struct MemoryOutput {
 
 // A message with a raw array of `n` bytes of a rounded walk (it compresses).
 std::vector<Bytes> walk_message(int index, std::size_t n) {
-  Buffer raw(n);
+  Buffer raw = Buffer::uninitialised(n);
   for (std::size_t i = 0; i < n; ++i) raw[i] = static_cast<std::uint8_t>((i / 64 + index) % 7);
   auto lz4 = compress(Codec::lz4, raw);
   REQUIRE(lz4);

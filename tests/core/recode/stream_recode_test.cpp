@@ -56,13 +56,13 @@ Buffer long_run(std::size_t n) {
 
 Buffer zstd_unsized(ByteSpan data) {
   ZSTD_CCtx* c = ZSTD_createCCtx();
-  Buffer out(ZSTD_compressBound(data.size()));
+  Buffer out = Buffer::uninitialised(ZSTD_compressBound(data.size()));
   ZSTD_outBuffer o{out.data(), out.size(), 0};
   ZSTD_inBuffer i{data.data(), data.size(), 0};
   while (ZSTD_compressStream2(c, &o, &i, ZSTD_e_end) != 0) {
   }
   ZSTD_freeCCtx(c);
-  out.resize(o.pos);
+  out.resize_uninitialised(o.pos);
   return out;
 }
 
@@ -170,7 +170,7 @@ Buffer wire_of(const std::vector<Bytes>& frames) {
   std::vector<std::uint64_t> lengths;
   for (const Bytes& f : frames) lengths.push_back(f.size());
   Buffer out = encode_prelude(lengths);
-  for (const Bytes& f : frames) append_bytes(out, f.data(), f.size());
+  for (const Bytes& f : frames) out.append(f.data(), f.size());
   return out;
 }
 
@@ -192,7 +192,7 @@ void check_in_place(const Message& m, const TranscodeOptions& o, int* moves = nu
     }
     const Buffer expected = wire_of(*whole);
     CHECK(*size == expected.size());
-    sink.bytes_.resize(static_cast<std::size_t>(*size));
+    sink.bytes_.resize_uninitialised(static_cast<std::size_t>(*size));
     CHECK(sink.bytes_ == expected);
     CHECK(r.frames_recompressed == wr.frames_recompressed);
     CHECK(r.bytes_in == wr.bytes_in);
@@ -250,7 +250,7 @@ TEST_CASE("stream_recode: frames that declare no size, long lz4 literal runs, od
   check_frame(frame_of(Codec::lz4, data), entry_of(Codec::lz4), Codec::zstd, tight);
   check_frame(unsized, entry_of(Codec::zstd), Codec::lz4, tight);
   Buffer corrupt = frame_of(Codec::lz4, data);
-  corrupt.resize(corrupt.size() / 2);
+  corrupt.resize_uninitialised(corrupt.size() / 2);
   check_frame(corrupt, entry_of(Codec::lz4), Codec::zstd, to(Codec::zstd));
   check_frame(corrupt, entry_of(Codec::lz4), Codec::none, to(Codec::none));
 }
@@ -332,7 +332,7 @@ TEST_CASE("stream_recode: frames written raw after all move the object's frames 
 TEST_CASE("stream_recode: errors name the object and frame, as transcode_message's do") {
   Part a;
   Buffer bad = frame_of(Codec::lz4, walk(2 << 20, 1));
-  bad.resize(bad.size() - 100);
+  bad.resize_uninitialised(bad.size() - 100);
   a.frames = {frame_of(Codec::lz4, walk(1 << 20, 1)), bad};
   a.compression = {str("lz4"), str("lz4")};
   check_in_place(message_of({a}), to(Codec::zstd));

@@ -21,7 +21,7 @@ namespace {
 
 // n bytes in runs of 64: every codec shrinks them far below Dask's ratio.
 Buffer compressible(std::size_t n) {
-  Buffer b(n);
+  Buffer b = daskcaps::Buffer::uninitialised(n);
   for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<std::uint8_t>(i / 64);
   return b;
 }
@@ -271,7 +271,7 @@ TEST_CASE("transcode: protocol 4 inlines protocol-5 buffers and rebuilds the hea
   CHECK(s5->protocol == 5);
   CHECK(s5->out_of_band_buffers == 0);
   Buffer bytearray8{op::BYTEARRAY8, 0x40, 0x1f, 0, 0, 0, 0, 0, 0};  // 8000
-  bytearray8.insert(bytearray8.end(), buffer.begin(), buffer.end());
+  bytearray8.append(buffer);
   CHECK(contains(o5.frames[0], bytearray8));
   CHECK(inline_rep.buffers_inlined == 1);
 }
@@ -300,7 +300,7 @@ TEST_CASE("transcode: an inlined read-only buffer becomes bytes, a writeable one
     CHECK(s->protocol == 4);
     // BINBYTES, u32 300, the bytes: as bytes, or as bytearray's argument.
     Buffer binbytes{op::BINBYTES, 0x2c, 0x01, 0, 0};
-    binbytes.insert(binbytes.end(), data.begin(), data.end());
+    binbytes.append(data);
     CHECK(contains(o.frames[0], binbytes));
     CHECK((std::find(s->globals.begin(), s->globals.end(), "builtins.bytearray") != s->globals.end()) == writeable);
     CHECK(rep.buffers_inlined == 1);

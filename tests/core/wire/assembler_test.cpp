@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <set>
@@ -22,7 +23,7 @@ Buffer message(const std::string& op, std::size_t payload, std::size_t extra_fra
 }
 Buffer concat(std::vector<Buffer> parts) {
   Buffer out;
-  for (auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  for (auto& p : parts) out.append(p);
   return out;
 }
 std::vector<AssembledMessage> drain(MessageAssembler& a) {
@@ -208,8 +209,8 @@ TEST_CASE("assembler: the short first length of 2023.11+ writers") {
   w.u64_le(2);
   w.u64_le(f0.size());
   w.u64_le(f1.size());
-  s.insert(s.end(), f0.begin(), f0.end());
-  s.insert(s.end(), f1.begin(), f1.end());
+  s.append(f0);
+  s.append(f1);
   MessageAssembler a({});
   a.push(s);
   auto m = a.next();
@@ -290,7 +291,7 @@ TEST_CASE("assembler: a streamed message comes out in pieces as it arrives, then
     while (auto piece = a.next_piece()) {
       CHECK(!piece->empty());
       CHECK(piece->size() <= std::max<std::size_t>(opts.piece_bytes, 64 << 10) + (1 << 20));
-      streamed.insert(streamed.end(), piece->data(), piece->data() + piece->size());
+      streamed.append(*piece);
       ++held_pieces;
     }
   }

@@ -14,7 +14,7 @@ using testsupport::random_bytes;
 
 namespace {
 Buffer compressible(std::size_t n) {
-  Buffer b(n);
+  Buffer b = Buffer::uninitialised(n);
   for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<std::uint8_t>((i / 64) % 7);
   return b;
 }
@@ -120,7 +120,7 @@ TEST_CASE("codec: corrupt and truncated frames are codec_failed") {
 TEST_CASE("codec: zstd without a content size is accepted and bounded") {
   // A frame with unknown content size, made with the streaming API.
   const Buffer data = compressible(300000);
-  Buffer framed(ZSTD_compressBound(data.size()) + 1024);
+  Buffer framed = Buffer::uninitialised(ZSTD_compressBound(data.size()) + 1024);
   ZSTD_CStream* cs = ZSTD_createCStream();
   ZSTD_initCStream(cs, 3);
   ZSTD_outBuffer out{framed.data(), framed.size(), 0};
@@ -131,7 +131,7 @@ TEST_CASE("codec: zstd without a content size is accepted and bounded") {
   while (ZSTD_endStream(cs, &out) != 0) {
   }
   ZSTD_freeCStream(cs);
-  framed.resize(out.pos);
+  framed.resize_uninitialised(out.pos);
   REQUIRE(!declared_size(Codec::zstd, framed));
   auto r = decompress(Codec::zstd, framed, 1 << 20);
   REQUIRE(r);
@@ -244,7 +244,7 @@ TEST_CASE("codec: a zstd frame that makes less or more than it declares is codec
   const Buffer data = compressible(50000);
   Buffer two = *compress(Codec::zstd, data);
   const Buffer more = *compress(Codec::zstd, data);
-  two.insert(two.end(), more.begin(), more.end());
+  two.append(more);
   r = decompress(Codec::zstd, two, ~0ull);
   REQUIRE(!r);
   CHECK(r.error().code == Errc::codec_failed);

@@ -38,12 +38,12 @@ Buffer mixed(std::size_t n, std::uint32_t seed = 4) {
     const unsigned kind = rng() % 3;
     if (kind == 2) {
       const Buffer r = random_bytes(len, static_cast<std::uint32_t>(rng()));
-      b.insert(b.end(), r.begin(), r.end());
+      b.append(r);
     } else {
       for (std::size_t i = 0; i < len; ++i) b.push_back(kind == 0 ? 0 : static_cast<std::uint8_t>("frame"[i % 5]));
     }
   }
-  b.resize(n);
+  b.resize_uninitialised(n);
   return b;
 }
 
@@ -96,10 +96,10 @@ TEST_CASE("frame_encoder: every codec writes compress()'s bytes from input in an
 TEST_CASE("frame_encoder: lz4 frames up to one chunk are liblz4's own block; larger ones decode with liblz4") {
   for (std::size_t n : {std::size_t{20000}, std::size_t{4} << 20}) {
     const Buffer data = walk(n);
-    Buffer block(static_cast<std::size_t>(LZ4_compressBound(static_cast<int>(n))));
+    Buffer block = Buffer::uninitialised(static_cast<std::size_t>(LZ4_compressBound(static_cast<int>(n))));
     const int w = LZ4_compress_default(reinterpret_cast<const char*>(data.data()), reinterpret_cast<char*>(block.data()),
                                        static_cast<int>(n), static_cast<int>(block.size()));
-    block.resize(static_cast<std::size_t>(w));
+    block.resize_uninitialised(static_cast<std::size_t>(w));
     auto ours = compress(Codec::lz4, data);
     REQUIRE(ours);
     CHECK(Buffer(ours->begin() + 4, ours->end()) == block);
@@ -107,7 +107,7 @@ TEST_CASE("frame_encoder: lz4 frames up to one chunk are liblz4's own block; lar
   const Buffer big = mixed(13 << 20);
   auto ours = compress(Codec::lz4, big);
   REQUIRE(ours);
-  Buffer back(big.size());
+  Buffer back = Buffer::uninitialised(big.size());
   const int got = LZ4_decompress_safe(reinterpret_cast<const char*>(ours->data() + 4), reinterpret_cast<char*>(back.data()),
                                       static_cast<int>(ours->size() - 4), static_cast<int>(back.size()));
   CHECK(got == static_cast<int>(big.size()));

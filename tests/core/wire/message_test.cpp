@@ -146,7 +146,7 @@ TEST_CASE("message: frames nobody claims are kept as loose frames") {
 }
 
 TEST_CASE("message: frame offsets follow the prelude") {
-  auto frames = frames_of({Buffer(3), Buffer(5)});
+  auto frames = frames_of({Buffer(3, 0), Buffer(5, 0)});
   auto offsets = frame_offsets_for(1000, frames);
   CHECK(offsets == std::vector<std::uint64_t>{1000 + 32, 1000 + 35});
 }

@@ -69,7 +69,7 @@ TEST_CASE("msgpack: str, bin, ext and floats stay distinct") {
   CHECK(msgpack::encode(Value::bin({1, 2})) == hex("c4020102"));
   CHECK(msgpack::encode(Value::str(std::string(32, 'x')))[0] == 0xd9);
   CHECK(msgpack::encode(Value::str(std::string(256, 'x')))[0] == 0xda);
-  CHECK(msgpack::encode(Value::bin(Buffer(70000)))[0] == 0xc6);
+  CHECK(msgpack::encode(Value::bin(Buffer(70000, 0)))[0] == 0xc6);
   CHECK(msgpack::encode(Value::float64(1.5)) == hex("cb3ff8000000000000"));
   CHECK(msgpack::encode(Value::float32(1.5f)) == hex("ca3fc00000"));
   CHECK(roundtrip(Value::float32(1.5f)).type() == msgpack::Type::float32);

@@ -29,14 +29,14 @@ Buffer compressible(std::size_t n) {
   const Buffer far = random_bytes(65535, 7);
   static const std::uint8_t kPattern[7] = {'d', 'a', 's', 'k', '-', 'c', 'p'};
   for (std::size_t round = 0; b.size() < n; ++round) {
-    b.insert(b.end(), 1000 + round % 3000, static_cast<std::uint8_t>(round));
-    for (int i = 0; i < 700; ++i) b.insert(b.end(), kPattern, kPattern + 7);
+    b.append(static_cast<std::size_t>(1000 + round % 3000), static_cast<std::uint8_t>(round));
+    for (int i = 0; i < 700; ++i) b.append(kPattern, 7);
     if (round % 8 == 0) {
-      b.insert(b.end(), far.begin(), far.end());
-      b.insert(b.end(), far.begin(), far.end());
+      b.append(far);
+      b.append(far);
     }
   }
-  b.resize(n);
+  b.resize_uninitialised(n);
   return b;
 }
 
@@ -53,15 +53,15 @@ Buffer mixed(std::size_t n) {
     switch (rng() % 5) {
       case 0: {
         const Buffer r = random_bytes(len, static_cast<std::uint32_t>(rng()));
-        b.insert(b.end(), r.begin(), r.end());
+        b.append(r);
         break;
       }
       case 1:
-        b.insert(b.end(), len, 0);
+        b.append(static_cast<std::size_t>(len), 0);
         break;
       case 2: {
         const Buffer c = compressible(len);
-        b.insert(b.end(), c.begin(), c.end());
+        b.append(c);
         break;
       }
       case 3:
@@ -74,11 +74,11 @@ Buffer mixed(std::size_t n) {
           const double v = std::round(walk * 100) / 100;
           std::uint8_t raw[8];
           std::memcpy(raw, &v, 8);
-          b.insert(b.end(), raw, raw + 8);
+          b.append(raw, 8);
         }
     }
   }
-  b.resize(n);
+  b.resize_uninitialised(n);
   return b;
 }
 
@@ -120,7 +120,7 @@ Result<Decoded> stream_decode(Codec c, ByteSpan frame, Pieces next,
     for (const Bytes& b : out) {
       REQUIRE(!b.empty());
       REQUIRE(b.size() <= piece_bytes);
-      got.bytes.insert(got.bytes.end(), b.data(), b.data() + b.size());
+      got.bytes.append(b);
       ++got.pieces;
     }
     out.clear();
@@ -180,7 +180,7 @@ struct Lz4Block {
     b.push_back(static_cast<std::uint8_t>((std::min<std::size_t>(literals.size(), 15) << 4) |
                                           std::min<std::size_t>(ml, 15)));
     if (literals.size() >= 15) length(literals.size() - 15);
-    b.insert(b.end(), literals.begin(), literals.end());
+    b.append(literals);
     b.push_back(static_cast<std::uint8_t>(offset));
     b.push_back(static_cast<std::uint8_t>(offset >> 8));
     if (ml >= 15) length(ml - 15);
@@ -189,14 +189,14 @@ struct Lz4Block {
   Lz4Block& last(ByteSpan literals) {
     b.push_back(static_cast<std::uint8_t>(std::min<std::size_t>(literals.size(), 15) << 4));
     if (literals.size() >= 15) length(literals.size() - 15);
-    b.insert(b.end(), literals.begin(), literals.end());
+    b.append(literals);
     return *this;
   }
   // The frame: the u32 size prefix, then the block.
   Buffer frame(std::uint32_t size) const {
     Buffer f;
     for (int i = 0; i < 4; ++i) f.push_back(static_cast<std::uint8_t>(size >> (8 * i)));
-    f.insert(f.end(), b.begin(), b.end());
+    f.append(b);
     return f;
   }
 };
@@ -214,7 +214,7 @@ void check_agrees(Codec c, const Buffer& frame, std::uint64_t max_output = ~0ull
 }
 
 Buffer text(std::size_t n, char first = 'a') {
-  Buffer b(n);
+  Buffer b = Buffer::uninitialised(n);
   for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<std::uint8_t>(first + i % 26);
   return b;
 }
@@ -288,7 +288,7 @@ TEST_CASE("stream_codec: output pieces stay valid after later feeds and after th
     REQUIRE((*d)->finish(kept));
   }
   Buffer joined;
-  for (const Bytes& b : kept) joined.insert(joined.end(), b.data(), b.data() + b.size());
+  for (const Bytes& b : kept) joined.append(b);
   CHECK(joined == data);
 }
 
@@ -327,7 +327,7 @@ TEST_CASE("stream_codec: start() refuses what decompress() refuses, in its words
 TEST_CASE("stream_codec: zstd frames that only decompress() reads are unsupported") {
   // Without a content size (the streaming compressor's frame).
   const Buffer data = text(300000);
-  Buffer framed(ZSTD_compressBound(data.size()) + 1024);
+  Buffer framed = Buffer::uninitialised(ZSTD_compressBound(data.size()) + 1024);
   ZSTD_CStream* cs = ZSTD_createCStream();
   ZSTD_initCStream(cs, 3);
   ZSTD_outBuffer zout{framed.data(), framed.size(), 0};
@@ -336,7 +336,7 @@ TEST_CASE("stream_codec: zstd frames that only decompress() reads are unsupporte
   while (ZSTD_endStream(cs, &zout) != 0) {
   }
   ZSTD_freeCStream(cs);
-  framed.resize(zout.pos);
+  framed.resize_uninitialised(zout.pos);
   REQUIRE(decompress(Codec::zstd, framed, ~0ull));
   auto d = FrameStreamDecoder::start(Codec::zstd, framed, framed.size(), ~0ull);
   REQUIRE(!d);
@@ -403,7 +403,7 @@ TEST_CASE("stream_codec: bytes after the frame's end are codec_failed") {
   Buffer two = *compress(Codec::zstd, data);
   const std::size_t first = two.size();
   const Buffer more = *compress(Codec::zstd, text(10));
-  two.insert(two.end(), more.begin(), more.end());
+  two.append(more);
   auto got = stream_decode(Codec::zstd, two, whole());
   REQUIRE(!got);
   CHECK(got.error().offset == first);
@@ -590,7 +590,7 @@ TEST_CASE("stream_codec: a 64 MiB lz4 frame decodes in 64 KiB pieces in two wind
   Buffer frame;
   std::uint32_t want = 0;
   {
-    Buffer data(size);
+    Buffer data = Buffer::uninitialised(size);
     for (std::size_t i = 0; i < size; ++i) data[i] = static_cast<std::uint8_t>("dask-cp"[i % 7]);
     for (std::size_t i = 0; i < size; i += 4093) data[i] = static_cast<std::uint8_t>(i >> 12);
     want = crc_of(data);

@@ -31,7 +31,7 @@ Buffer data_of(const std::string& kind, std::size_t n, std::uint32_t seed = 3) {
   if (kind == "walk") {
     std::normal_distribution<double> step(0, 1);
     double x = 0;
-    b.resize(n);
+    b.resize_uninitialised(n);
     for (std::size_t i = 0; i + 8 <= n; i += 8) {
       x += step(rng);
       const double r = std::round(x * 100) / 100;
@@ -47,7 +47,7 @@ Buffer data_of(const std::string& kind, std::size_t n, std::uint32_t seed = 3) {
     for (std::size_t i = 0; i < len; ++i)
       b.push_back(kind_of == 0 ? 0 : kind_of == 1 ? static_cast<std::uint8_t>("dask"[i % 4]) : static_cast<std::uint8_t>(rng()));
   }
-  b.resize(n);
+  b.resize_uninitialised(n);
   return b;
 }
 
@@ -86,7 +86,7 @@ Decoded windows(Codec c, ByteSpan frame, std::uint64_t max_output, std::size_t p
       c, in, max_output,
       [&](ByteSpan w) {
         d.largest_window = std::max(d.largest_window, w.size());
-        append_bytes(d.bytes, w.data(), w.size());
+        d.bytes.append(w.data(), w.size());
         return ok_status();
       },
       o);
@@ -103,13 +103,13 @@ Buffer compressed(Codec c, ByteSpan data) {
 // pledged size), as another writer than Dask might send.
 Buffer zstd_unsized(ByteSpan data) {
   ZSTD_CCtx* c = ZSTD_createCCtx();
-  Buffer out(ZSTD_compressBound(data.size()));
+  Buffer out = Buffer::uninitialised(ZSTD_compressBound(data.size()));
   ZSTD_outBuffer o{out.data(), out.size(), 0};
   ZSTD_inBuffer i{data.data(), data.size(), 0};
   while (ZSTD_compressStream2(c, &o, &i, ZSTD_e_end) != 0) {
   }
   ZSTD_freeCCtx(c);
-  out.resize(o.pos);
+  out.resize_uninitialised(o.pos);
   return out;
 }
 
@@ -190,7 +190,7 @@ TEST_CASE("window_codec: every codec decodes in windows to decompress()'s bytes,
   check_as_decompress(Codec::zstd, zstd_unsized(data), std::uint64_t{1} << 31, 4096, 65536);
   Buffer two = compressed(Codec::zstd, data);
   const Buffer second = compressed(Codec::zstd, data_of("mixed", 1000));
-  two.insert(two.end(), second.begin(), second.end());
+  two.append(second);
   check_as_decompress(Codec::zstd, two, std::uint64_t{1} << 31, 4096, 65536);
 }
 
@@ -229,7 +229,7 @@ TEST_CASE("window_codec: corrupt frames are refused as decompress() refuses them
     Buffer frame = compressed(c, data);
     const int flips = 1 + static_cast<int>(rng() % 4);
     for (int f = 0; f < flips; ++f) frame[rng() % frame.size()] ^= static_cast<std::uint8_t>(1u << (rng() % 8));
-    if (rng() % 4 == 0) frame.resize(rng() % frame.size());
+    if (rng() % 4 == 0) frame.resize_uninitialised(rng() % frame.size());
     if (c == Codec::lz4 && frame.size() > 4 && lz4_has_offset_zero(ByteSpan(frame).subspan(4))) {
       ++lz4_offset_zero;
       const Decoded d = windows(c, frame, std::uint64_t{1} << 31, 1000, 65536);
@@ -308,7 +308,7 @@ TEST_CASE("window_codec: a snappy block whose copies reach past 64 KiB is decode
   frame.push_back(len & 0xff);
   frame.push_back((len >> 8) & 0xff);
   frame.push_back((len >> 16) & 0xff);
-  frame.insert(frame.end(), lit.begin(), lit.end());
+  frame.append(lit);
   frame.push_back(static_cast<std::uint8_t>(((64 - 1) << 2) | 3));
   const std::uint32_t off = 70000;
   for (int i = 0; i < 4; ++i) frame.push_back(static_cast<std::uint8_t>(off >> (8 * i)));
