@@ -6,7 +6,8 @@
 // shuts down gracefully and exits 0. Prints "listening on ADDRESS" first
 // (flushed), one log line per connection, counters every --stats-interval
 // and at exit. --capture writes both legs of every session as pcapng
-// (formats/pcapng_writer.h), committed at exit.
+// (formats/capture_queue.h: by a thread of its own, bounded), committed at
+// exit.
 #include <signal.h>
 #include <unistd.h>
 
@@ -24,7 +25,7 @@
 #include "daskcaps/caps/endpoint.h"
 #include "daskcaps/net/loop.h"
 #include "daskcaps/net/tls.h"
-#include "daskcaps/formats/pcapng_writer.h"
+#include "daskcaps/formats/capture_queue.h"
 
 namespace daskcaps::cli {
 
@@ -46,6 +47,7 @@ struct BridgeArgs {
   std::uint64_t max_inflight_bytes = std::uint64_t{256} << 20;
   std::size_t max_output_bytes = std::size_t{8} << 20;
   std::uint64_t cut_through_bytes = std::uint64_t{1} << 20;
+  std::size_t capture_queue_bytes = std::size_t{256} << 20;
   int zstd_level = 3;
   std::string dask_release = "2022.12";
   net::TlsServerOptions listen_tls;
@@ -80,90 +82,79 @@ std::string stats_line(const bridge::BridgeStats& s) {
 }
 
 // Log lines to stdout (by a thread of their own: a reader who stops
-// reading never stalls the loop); every message to the capture when there
-// is one.
+// reading never stalls the loop); the bytes of every leg to the capture
+// when there is one, by a thread of its own too (formats/capture_queue.h).
 class Observer final : public bridge::BridgeObserver {
  public:
-  Observer(LineLog& log, formats::PcapngWriter* capture) : log_(log), capture_(capture) {}
+  Observer(LineLog& log, formats::CaptureQueue* capture) : log_(log), capture_(capture) {}
   void on_log(const std::string& line) override { log_.write(line); }
-  bool wants_messages() const override { return capture_ != nullptr; }
+  bool wants_bytes() const override { return capture_ != nullptr; }
   void on_session(std::uint64_t session, const std::string& client, const std::string& listen,
                   const std::string& local, const std::string& upstream) override {
     if (!capture_) return;
     Flows f;
-    auto c = capture_->open_flow(client, listen, now_seconds());
+    const double ts = now_seconds();
+    f.client = capture_->open_flow(client, listen, ts);
     // The bridge's own port toward the upstream is not known here: one per
     // session, above the ephemeral range, keeps the flows apart.
     const std::string local_end = (local.find(':') != std::string::npos ? "[" + local + "]" : local) + ":" +
                                   std::to_string(60000 + session % 5000);
-    auto u = capture_->open_flow(local_end, upstream, now_seconds());
-    if (!c || !u) {
-      report(c ? u.error() : c.error());
-      return;
-    }
-    f.client = *c;
-    f.upstream = *u;
+    f.upstream = capture_->open_flow(local_end, upstream, ts);
     flows_[session] = f;
-    // Messages of the session read before this (its handshakes) come now.
-    for (auto& m : early_[session]) write(session, m.leg, m.flow, m.bytes);
+    // Bytes of the session before this (its handshakes) come now.
+    for (auto& e : early_[session]) {
+      const Bytes one[1] = {std::move(e.bytes)};
+      write(session, e.leg, e.flow, one, true, e.ts);
+    }
     early_.erase(session);
   }
-  void on_message(std::uint64_t session, bridge::Leg leg, bridge::Flow flow, ByteSpan prelude,
-                  std::span<const Bytes> frames) override {
-    std::vector<ByteSpan> pieces{prelude};
-    for (const Bytes& b : frames) pieces.push_back(b.span());
+  void on_bytes(std::uint64_t session, bridge::Leg leg, bridge::Flow flow, std::span<const Bytes> pieces,
+                bool message_start) override {
+    if (!capture_) return;
     if (flows_.count(session) == 0) {
-      // Before the session's addresses are known: kept until on_session.
-      Early e{leg, flow, {}};
-      for (ByteSpan p : pieces) e.bytes.append(p);
-      early_[session].push_back(std::move(e));
+      // Before the session's addresses are known (the handshakes): copied
+      // and kept until on_session.
+      Buffer all;
+      for (const Bytes& p : pieces) all.append(p.span());
+      early_[session].push_back(Early{leg, flow, Bytes(std::move(all)), now_seconds()});
       return;
     }
-    write(session, leg, flow, pieces);
+    write(session, leg, flow, pieces, message_start, now_seconds());
   }
   void on_session_end(std::uint64_t session) override {
     early_.erase(session);
     auto it = flows_.find(session);
     if (it == flows_.end() || !capture_) return;
     const double ts = now_seconds();
-    if (auto st = capture_->close_flow(it->second.client, ts); !st) report(st.error());
-    if (auto st = capture_->close_flow(it->second.upstream, ts); !st) report(st.error());
+    capture_->close_flow(it->second.client, ts);
+    capture_->close_flow(it->second.upstream, ts);
     flows_.erase(it);
   }
-  bool capture_failed() const { return failed_; }
 
  private:
   struct Flows {
-    formats::PcapngWriter::FlowId client = 0, upstream = 0;
+    formats::CaptureQueue::FlowId client = 0, upstream = 0;
   };
   struct Early {
     bridge::Leg leg;
     bridge::Flow flow;
-    Buffer bytes;
+    Bytes bytes;
+    double ts;
   };
-  void write(std::uint64_t session, bridge::Leg leg, bridge::Flow flow, const Buffer& bytes) {
-    const ByteSpan one[1] = {ByteSpan(bytes)};
-    write(session, leg, flow, std::span<const ByteSpan>(one));
-  }
-  void write(std::uint64_t session, bridge::Leg leg, bridge::Flow flow, std::span<const ByteSpan> pieces) {
-    if (failed_) return;
+  void write(std::uint64_t session, bridge::Leg leg, bridge::Flow flow, std::span<const Bytes> pieces,
+             bool message_start, double ts) {
     const Flows& f = flows_[session];
     // Client leg: the client is the flow's client; upstream leg: the bridge is.
     const bool from_client_end = leg == bridge::Leg::client ? flow == bridge::Flow::to_bridge
                                                               : flow == bridge::Flow::from_bridge;
     const auto id = leg == bridge::Leg::client ? f.client : f.upstream;
-    if (auto st = capture_->write(id, from_client_end, pieces, now_seconds()); !st) report(st.error());
-  }
-  void report(const Error& e) {
-    if (failed_) return;
-    failed_ = true;
-    print_error_line("--capture: " + e.message() + " (capture stopped)");
+    capture_->write(id, from_client_end, pieces, message_start, ts);
+    if (auto notice = capture_->take_notice()) log_.write(*notice);
   }
   LineLog& log_;
-  formats::PcapngWriter* capture_;
+  formats::CaptureQueue* capture_;
   std::map<std::uint64_t, Flows> flows_;
   std::map<std::uint64_t, std::vector<Early>> early_;
-  bool failed_ = false;
 };
 
 int run_bridge(BridgeArgs a) {
@@ -218,9 +209,11 @@ int run_bridge(BridgeArgs a) {
   o.handshake_timeout = std::chrono::milliseconds(static_cast<long long>(a.handshake_timeout_s * 1000));
   o.shutdown_grace = std::chrono::milliseconds(static_cast<long long>(a.shutdown_grace_s * 1000));
 
-  std::unique_ptr<formats::PcapngWriter> capture;
+  std::unique_ptr<formats::CaptureQueue> capture;
   if (!a.capture.empty()) {
-    auto w = formats::PcapngWriter::create(a.capture);
+    formats::CaptureQueue::Options co;
+    co.max_queued_bytes = a.capture_queue_bytes;
+    auto w = formats::CaptureQueue::create(a.capture, co);
     if (!w) return report_error("--capture", w.error());
     capture = std::move(*w);
   }
@@ -260,8 +253,13 @@ int run_bridge(BridgeArgs a) {
   b->reset();
   if (!st) return report_error("", st.error());
   if (capture) {
-    if (observer.capture_failed()) return kExitBadInput;
-    if (auto cs = capture->commit(now_seconds()); !cs) return report_error("--capture", cs.error());
+    const auto dropped = capture->dropped();
+    auto cs = capture->finish(now_seconds());
+    if (dropped.bytes > 0)
+      log.write("capture: " + std::to_string(dropped.bytes) + " bytes in " + std::to_string(dropped.pieces) +
+                " pieces were not written (the capture file fell behind" + (cs ? "" : ", or failed") +
+                "); they show as gaps");
+    if (!cs) return report_error("--capture", cs.error());
   }
   return kExitOk;
 }
@@ -290,6 +288,9 @@ void add_bridge(CLI::App& app, int& exit_code) {
   cmd->add_option("--for", a->for_probe,
                   "the client's host (a probe file): sets codec, pickle protocol and layout not given");
   cmd->add_option("--capture", a->capture, "write both legs of every session to this pcapng file (at exit)");
+  cmd->add_option("--capture-queue-bytes", a->capture_queue_bytes,
+                  "bytes waiting for the capture file before it drops what comes (it never slows the bridge)")
+      ->capture_default_str();
   cmd->add_option("--stats-interval", a->stats_interval_s, "print the counters every S seconds (0: only at exit)")
       ->capture_default_str();
   cmd->add_option("--handshake-timeout", a->handshake_timeout_s,

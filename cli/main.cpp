@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "daskcaps/version.h"
 
 int main(int argc, char** argv) {
   using namespace daskcaps::cli;
@@ -17,7 +18,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "dask-caps: probe, check and repair what Dask processes negotiate when they connect"};
   app.name("dask-caps");
-  app.set_version_flag("--version", std::string("dask-caps ") + DASKCAPS_VERSION);
+  app.set_version_flag("--version", std::string("dask-caps ") + DASKCAPS_VERSION_STRING);
   app.require_subcommand(1);
   app.fallthrough();
 

@@ -189,7 +189,9 @@ std::string zsh_action(const std::string& message, const CompletionValues& v) {
 
 void zsh_option_specs(std::ostringstream& out, const CompletionOption& o, const std::string& indent) {
   const std::string star = o.repeatable ? "*" : "";
-  const std::string desc = "[" + zsh_bracket(o.help) + "]";
+  std::string desc = "[";
+  desc += zsh_bracket(o.help);
+  desc += ']';
   const std::string action = o.takes_value ? zsh_action(o.values.hint, o.values) : "";
   for (const auto& s : o.short_names) out << " \\\n" << indent << sh_quote(star + "-" + s + desc + action);
   for (const auto& l : o.long_names)
@@ -225,8 +227,11 @@ std::string zsh_script(const CompletionSpec& spec) {
     out << "        (" << c.name << ")\n"
         << "          _arguments -s";
     for (const auto& o : c.options) zsh_option_specs(out, o, "            ");
-    for (const auto& p : c.positionals)
-      out << " \\\n            " << sh_quote((p.repeatable ? "*" : "") + zsh_action(p.name, p.values));
+    for (const auto& p : c.positionals) {
+      std::string spec = p.repeatable ? "*" : "";
+      spec += zsh_action(p.name, p.values);
+      out << " \\\n            " << sh_quote(spec);
+    }
     out << " && ret=0\n"
         << "          ;;\n";
   }

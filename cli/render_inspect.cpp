@@ -135,6 +135,46 @@ void object_text(std::ostream& out, const ObjectReport& o, const std::string& in
   for (const Diagnostic& p : o.problems) out << indent << "  problem: " << p.text << '\n';
 }
 
+Json error_json(const ErrorReport& e) {
+  Json j;
+  j["path"] = e.path;
+  j["part"] = e.part;
+  j["header-frame"] = e.header_frame ? Json(*e.header_frame) : Json(nullptr);
+  j["pickle-protocol"] = e.pickle_protocol >= 0 ? Json(e.pickle_protocol) : Json(nullptr);
+  j["exception-class"] = e.exception_class ? Json(*e.exception_class) : Json(nullptr);
+  if (e.class_by_value) j["class-by-value"] = true;
+  j["exception-text"] = e.exception_text ? Json(*e.exception_text) : Json(nullptr);
+  j["arguments"] = e.arguments;
+  Json frames = Json::array();
+  for (const pickle::TracebackFrame& f : e.frames)
+    frames.push_back({{"file", f.file}, {"function", f.function}, {"line", f.line ? Json(*f.line) : Json(nullptr)}});
+  j["traceback"] = std::move(frames);
+  if (e.frames_cut) j["traceback-cut"] = true;
+  if (e.problem) j["problem"] = *e.problem;
+  return j;
+}
+
+void error_text(std::ostream& out, const ErrorReport& e) {
+  out << "  error " << e.part << " at " << e.path;
+  if (e.header_frame) out << " (frame " << *e.header_frame << ")";
+  if (e.pickle_protocol >= 0) out << "  pickle protocol " << e.pickle_protocol;
+  out << '\n';
+  if (e.exception_class || !e.arguments.empty()) {
+    out << "    " << e.exception_class.value_or("<class unknown>") << (e.class_by_value ? " (class by value)" : "")
+        << '(';
+    for (std::size_t i = 0; i < e.arguments.size(); ++i) out << (i ? ", " : "") << e.arguments[i];
+    out << ")\n";
+  }
+  if (e.exception_text) out << "    exception_text: " << *e.exception_text << '\n';
+  for (const pickle::TracebackFrame& f : e.frames) {
+    out << "    File \"" << f.file << "\"";
+    if (f.line) out << ", line " << *f.line;
+    out << ", in " << f.function << '\n';
+  }
+  if (e.frames_cut) out << "    (traceback cut after " << e.frames.size() << " frames)\n";
+  if (e.problem) out << "    problem: " << *e.problem << '\n';
+}
+
 }  // namespace
 
 Json handshake_json(const Handshake& h) { return msgpack_to_json(h.raw); }
@@ -154,6 +194,11 @@ Json message_report_json(const MessageReport& r) {
   for (const ObjectReport& o : r.objects) objects.push_back(object_json(o));
   j["objects"] = std::move(objects);
   if (!r.loose_frames.empty()) j["loose-frames"] = r.loose_frames;
+  if (!r.errors.empty()) {
+    Json errors = Json::array();
+    for (const ErrorReport& e : r.errors) errors.push_back(error_json(e));
+    j["errors"] = std::move(errors);
+  }
   return j;
 }
 
@@ -180,6 +225,7 @@ void render_message_text(std::ostream& out, const MessageReport& r) {
     for (auto i : r.loose_frames) out << ' ' << i;
     out << '\n';
   }
+  for (const ErrorReport& e : r.errors) error_text(out, e);
 }
 
 }  // namespace daskcaps::cli

@@ -3,6 +3,8 @@
 #include <cctype>
 #include <map>
 
+#include "daskcaps/version.h"
+
 namespace daskcaps::cli {
 
 namespace {
@@ -112,8 +114,8 @@ Json check_report_sarif(const report::Report& rep, const gate::Gate& gate, const
 
   Json driver = Json::object();
   driver["name"] = "dask-caps";
-  driver["version"] = DASKCAPS_VERSION;
-  driver["semanticVersion"] = DASKCAPS_VERSION;
+  driver["version"] = DASKCAPS_VERSION_STRING;
+  driver["semanticVersion"] = DASKCAPS_VERSION_STRING;
   driver["rules"] = std::move(rules);
 
   Json run = Json::object();

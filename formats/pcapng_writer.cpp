@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -25,28 +26,46 @@ void put32be(Buffer& b, std::uint32_t v) {
   for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<std::uint8_t>(v >> s));
 }
 
-// The ones' complement sum of RFC 1071, over several pieces.
+// The ones' complement sum of RFC 1071 over several pieces, in network byte
+// order. Each piece is summed eight bytes at a time in the host's order (the
+// sum does not depend on the byte order once folded and swapped, RFC 1071
+// section 2(B)); a piece that starts at an odd offset of the whole has its
+// bytes' roles swapped, so its folded sum is swapped too.
 struct Checksum {
-  std::uint32_t sum = 0;
-  bool odd = false;
-  std::uint8_t carry = 0;
+  std::uint64_t sum = 0;  // network order, unfolded
+  bool odd = false;       // the bytes so far are an odd number
+  static std::uint16_t swap(std::uint16_t v) { return static_cast<std::uint16_t>((v << 8) | (v >> 8)); }
+  static std::uint16_t fold(std::uint64_t v) {
+    while (v >> 16) v = (v & 0xffff) + (v >> 16);
+    return static_cast<std::uint16_t>(v);
+  }
   void add(ByteSpan bytes) {
-    for (std::uint8_t byte : bytes) {
-      if (odd)
-        sum += (std::uint32_t{carry} << 8) | byte;
-      else
-        carry = byte;
-      odd = !odd;
+    const std::uint8_t* p = bytes.data();
+    std::size_t n = bytes.size();
+    std::uint64_t host = 0;  // sum of the piece's 16-bit words in host order, from its first byte
+    for (; n >= 8; p += 8, n -= 8) {
+      std::uint64_t w;
+      std::memcpy(&w, p, 8);
+      host += (w & 0xffffffffu) + (w >> 32);
     }
-  }
-  std::uint16_t value() {
-    if (odd) {
-      sum += std::uint32_t{carry} << 8;
-      odd = false;
+    for (; n >= 2; p += 2, n -= 2) {
+      std::uint16_t w;
+      std::memcpy(&w, p, 2);
+      host += w;
     }
-    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-    return static_cast<std::uint16_t>(~sum);
+    if (n == 1) {
+      // The last byte is the high byte of its word in network order.
+      const std::uint8_t last[2] = {*p, 0};
+      std::uint16_t w;
+      std::memcpy(&w, last, 2);
+      host += w;
+    }
+    std::uint16_t net = fold(host);
+    if constexpr (std::endian::native == std::endian::little) net = swap(net);
+    sum += odd ? swap(net) : net;
+    odd = odd != (bytes.size() % 2 == 1);
   }
+  std::uint16_t value() const { return static_cast<std::uint16_t>(~fold(sum)); }
 };
 
 }  // namespace
@@ -135,26 +154,33 @@ Status PcapngWriter::write(FlowId id, bool from_client, std::span<const ByteSpan
   if (id >= flows_.size() || !flows_[id].open) return make_error(Errc::internal, "no open flow " + std::to_string(id));
   Flow& f = flows_[id];
   const int from = from_client ? 0 : 1;
-  // Cut the pieces into segments of at most kMaxSegment bytes.
-  Buffer segment;
-  segment.reserve(kMaxSegment);
+  // Segments of at most kMaxSegment bytes, each taken from the pieces
+  // where they lie (no copy before the one into the file's buffer).
   std::size_t total = 0;
   for (ByteSpan p : pieces) total += p.size();
-  std::size_t sent = 0;
+  std::size_t sent = 0, in_segment = 0;
+  segment_.clear();
   for (ByteSpan p : pieces) {
     while (!p.empty()) {
-      const std::size_t k = std::min(p.size(), kMaxSegment - segment.size());
-      segment.append(p.first(k));
+      const std::size_t k = std::min(p.size(), kMaxSegment - in_segment);
+      segment_.push_back(p.first(k));
+      in_segment += k;
       p = p.subspan(k);
-      if (segment.size() == kMaxSegment) {
-        sent += segment.size();
-        if (auto st = packet(f, from, sent == total ? (kAck | kPsh) : kAck, segment, ts); !st) return st;
-        segment.clear();
+      if (in_segment == kMaxSegment) {
+        sent += in_segment;
+        if (auto st = packet(f, from, sent == total ? (kAck | kPsh) : kAck, segment_, ts); !st) return st;
+        segment_.clear();
+        in_segment = 0;
       }
     }
   }
-  if (!segment.empty()) return packet(f, from, kAck | kPsh, segment, ts);
+  if (in_segment > 0) return packet(f, from, kAck | kPsh, segment_, ts);
   return {};
+}
+
+void PcapngWriter::skip(FlowId id, bool from_client, std::uint64_t bytes) {
+  if (id >= flows_.size() || !flows_[id].open) return;
+  flows_[id].next[from_client ? 0 : 1] += static_cast<std::uint32_t>(bytes);  // sequence numbers wrap
 }
 
 Status PcapngWriter::close_flow(FlowId id, double ts) {
@@ -174,13 +200,15 @@ Status PcapngWriter::commit(double ts) {
   return file_->commit();
 }
 
-Status PcapngWriter::packet(Flow& f, int from, std::uint8_t flags, ByteSpan payload, double ts) {
+Status PcapngWriter::packet(Flow& f, int from, std::uint8_t flags, std::span<const ByteSpan> payload, double ts) {
   const Endpoint& src = f.end[from];
   const Endpoint& dst = f.end[1 - from];
   const bool v6 = src.v6;
   const std::size_t ip_header = v6 ? 40 : 20;
-  const std::size_t tcp_length = 20 + payload.size();
-  Buffer& p = scratch_;
+  std::size_t payload_size = 0;
+  for (ByteSpan b : payload) payload_size += b.size();
+  const std::size_t tcp_length = 20 + payload_size;
+  Buffer& p = scratch_;  // the headers: Ethernet, IP, TCP
   p.clear();
   // Ethernet.
   const std::uint8_t mac_a[6] = {0x02, 0, 0, 0, 0, 0x01}, mac_b[6] = {0x02, 0, 0, 0, 0, 0x02};
@@ -222,51 +250,55 @@ Status PcapngWriter::packet(Flow& f, int from, std::uint8_t flags, ByteSpan payl
   put16be(p, 65535);
   put16be(p, 0);  // checksum, below
   put16be(p, 0);
-  p.append(payload);
   // TCP checksum over the pseudo header, the header and the payload.
   Checksum c;
-  Buffer pseudo;
+  std::uint8_t pseudo[40];
+  std::size_t pseudo_size = 0;
+  auto pseudo_put = [&](const std::uint8_t* b, std::size_t n) {
+    std::memcpy(pseudo + pseudo_size, b, n);
+    pseudo_size += n;
+  };
   if (v6) {
-    pseudo.append(src.ip.data(), src.ip.size());
-    pseudo.append(dst.ip.data(), dst.ip.size());
-    put32be(pseudo, static_cast<std::uint32_t>(tcp_length));
-    put32be(pseudo, 6);
+    pseudo_put(src.ip.data(), 16);
+    pseudo_put(dst.ip.data(), 16);
+    const std::uint8_t tail[8] = {static_cast<std::uint8_t>(tcp_length >> 24), static_cast<std::uint8_t>(tcp_length >> 16),
+                                  static_cast<std::uint8_t>(tcp_length >> 8), static_cast<std::uint8_t>(tcp_length),
+                                  0, 0, 0, 6};
+    pseudo_put(tail, 8);
   } else {
-    pseudo.append(src.ip.data(), 4);
-    pseudo.append(dst.ip.data(), 4);
-    pseudo.push_back(0);
-    pseudo.push_back(6);
-    put16be(pseudo, static_cast<std::uint16_t>(tcp_length));
+    pseudo_put(src.ip.data(), 4);
+    pseudo_put(dst.ip.data(), 4);
+    const std::uint8_t tail[4] = {0, 6, static_cast<std::uint8_t>(tcp_length >> 8), static_cast<std::uint8_t>(tcp_length)};
+    pseudo_put(tail, 4);
   }
-  c.add(pseudo);
+  c.add(ByteSpan(pseudo, pseudo_size));
   c.add(ByteSpan(p).subspan(tcp_at));
+  for (ByteSpan b : payload) c.add(b);
   const std::uint16_t sum = c.value();
   p[tcp_at + 16] = static_cast<std::uint8_t>(sum >> 8);
   p[tcp_at + 17] = static_cast<std::uint8_t>(sum);
 
-  f.next[from] += static_cast<std::uint32_t>(payload.size()) + ((flags & (kSyn | kFin)) ? 1u : 0u);
+  f.next[from] += static_cast<std::uint32_t>(payload_size) + ((flags & (kSyn | kFin)) ? 1u : 0u);
 
   // Enhanced packet block: interface 0, microseconds, lengths, the packet
   // padded to 4 bytes, total length again.
+  const std::size_t packet_size = p.size() + payload_size;
   const std::uint64_t micros = ts > 0 ? static_cast<std::uint64_t>(std::llround(ts * 1e6)) : 0;
-  const std::size_t padded = (p.size() + 3) / 4 * 4;
+  const std::size_t padded = (packet_size + 3) / 4 * 4;
   const std::uint32_t block = static_cast<std::uint32_t>(32 + padded);
-  Buffer head;
-  ByteWriter w(head);
-  w.u32_le(kEnhancedPacket);
-  w.u32_le(block);
-  w.u32_le(0);
-  w.u32_le(static_cast<std::uint32_t>(micros >> 32));
-  w.u32_le(static_cast<std::uint32_t>(micros));
-  w.u32_le(static_cast<std::uint32_t>(p.size()));
-  w.u32_le(static_cast<std::uint32_t>(p.size()));
-  p.resize(padded, 0);
-  Buffer tail;
-  ByteWriter tw(tail);
-  tw.u32_le(block);
-  pending_.append(head);
+  std::uint8_t head[28];
+  const std::uint32_t fields[7] = {kEnhancedPacket, block, 0, static_cast<std::uint32_t>(micros >> 32),
+                                   static_cast<std::uint32_t>(micros), static_cast<std::uint32_t>(packet_size),
+                                   static_cast<std::uint32_t>(packet_size)};
+  for (int i = 0; i < 7; ++i)
+    for (int k = 0; k < 4; ++k) head[4 * i + k] = static_cast<std::uint8_t>(fields[i] >> (8 * k));
+  const std::uint8_t tail[4 + 3] = {0, 0, 0, static_cast<std::uint8_t>(block), static_cast<std::uint8_t>(block >> 8),
+                                    static_cast<std::uint8_t>(block >> 16), static_cast<std::uint8_t>(block >> 24)};
+  pending_.append(head, sizeof head);
   pending_.append(p);
-  pending_.append(tail);
+  for (ByteSpan b : payload) pending_.append(b);
+  // The padding (zeros, up to 3 bytes) and the block length again.
+  pending_.append(tail + (3 - (padded - packet_size)), (padded - packet_size) + 4);
   ++packets_;
   return pending_.size() >= kFlushBytes ? flush() : Status{};
 }

@@ -53,6 +53,9 @@ class PcapngWriter {
   Result<FlowId> open_flow(const std::string& client, const std::string& server, double ts);
   /// Bytes sent on a flow, in order: the pieces are one stream.
   Status write(FlowId flow, bool from_client, std::span<const ByteSpan> pieces, double ts);
+  /// Bytes sent on a flow that the capture does not hold: the sequence
+  /// number moves past them, so readers see a gap there (lost segments).
+  void skip(FlowId flow, bool from_client, std::uint64_t bytes);
   /// FIN from the client, then from the server.
   Status close_flow(FlowId flow, double ts);
   /// Closes every open flow and commits the file.
@@ -74,7 +77,7 @@ class PcapngWriter {
   };
 
   explicit PcapngWriter(std::unique_ptr<AtomicFile> file) : file_(std::move(file)) {}
-  Status packet(Flow& f, int from, std::uint8_t flags, ByteSpan payload, double ts);
+  Status packet(Flow& f, int from, std::uint8_t flags, std::span<const ByteSpan> payload, double ts);
   Status flush();
   static constexpr std::size_t kFlushBytes = std::size_t{256} << 10;
   static Result<Endpoint> parse_endpoint(const std::string& text);
@@ -82,6 +85,7 @@ class PcapngWriter {
   std::unique_ptr<AtomicFile> file_;
   std::vector<Flow> flows_;
   Buffer scratch_;
+  std::vector<ByteSpan> segment_;  // the pieces of the segment being cut
   Buffer pending_;  // blocks not yet written to the file
   std::uint64_t packets_ = 0;
 };

@@ -89,8 +89,11 @@ Result<StreamOutputs::Slot> StreamOutputs::route(const SourceMessage& message,
   std::string name = "conn" + std::to_string(conn);
   if (conn < connections.size()) {
     const ConnectionInfo& c = connections[conn];
-    name += dir == Direction::client_to_server ? "-" + safe_name(c.client) + "-to-" + safe_name(c.server)
-                                               : "-" + safe_name(c.server) + "-to-" + safe_name(c.client);
+    const bool c2s = dir == Direction::client_to_server;
+    name += '-';
+    name += safe_name(c2s ? c.client : c.server);
+    name += "-to-";
+    name += safe_name(c2s ? c.server : c.client);
   }
   auto slot = open_file(path_ + "/" + name + ".stream", conn, dir);
   if (!slot) return std::move(slot).error();

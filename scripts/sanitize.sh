@@ -8,7 +8,8 @@
 #   FUZZ_SECONDS=600 scripts/sanitize.sh
 #   FUZZ_SECONDS=0 scripts/sanitize.sh  tests only, no fuzzing
 #
-# Fails on any failing test, on any sanitizer report (each is written to
+# Fails on any compiler warning (WERROR=OFF: does not), on any failing
+# test, on any sanitizer report (each is written to
 # $BUILD_DIR/sanitizer-logs/ as well, even from a dask-caps process that an
 # end-to-end test started and whose exit status it tolerated), and on any
 # fuzzer finding (see tests/fuzz/run.sh for where they go).
@@ -22,7 +23,7 @@ seconds=${FUZZ_SECONDS:-20}
 CC=clang CXX=clang++ cmake -S . -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -gline-tables-only" \
   -DCMAKE_C_FLAGS_DEBUG="-O1 -gline-tables-only" \
-  -DDASKCAPS_FUZZ=ON -DDASKCAPS_BUILD_BENCH=OFF >/dev/null
+  -DDASKCAPS_FUZZ=ON -DDASKCAPS_BUILD_BENCH=OFF -DDASKCAPS_WERROR="${WERROR:-ON}" >/dev/null
 cmake --build "$build_dir" -j "${JOBS:-$(nproc)}"
 cmake --build "$build_dir" -j "${JOBS:-$(nproc)}" --target fuzz
 

@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-bash scripts/build.sh
+LEAN=1 bash scripts/build.sh  # only what runs here: no tests, benchmarks or layer checks
 bin=build/dask-caps
 run() {
   echo

@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# Runs every test. Installs what is missing (scripts/install-deps.sh), builds,
-# runs the unit tests, the fuzz-corpus replays, the golden CLI runs on
-# examples/ and the end-to-end tests against the real Dask (Debian's
-# python3-distributed under /usr/bin/python3); then the sanitizer stage
-# (scripts/sanitize.sh): the same tests on a clang AddressSanitizer +
-# UndefinedBehaviorSanitizer build, and a short run of every fuzz target.
+# Runs every test. Installs what is missing (scripts/install-deps.sh), builds
+# (GCC, RelWithDebInfo), builds the library and the binary once more in
+# Release (-O3, where GCC warns of things -O2 does not see), runs the unit
+# tests, the fuzz-corpus replays, the golden CLI runs on examples/, the
+# library's install tests and the end-to-end tests against the real Dask
+# (Debian's python3-distributed under /usr/bin/python3); then the sanitizer
+# stage (scripts/sanitize.sh): the same tests on a clang AddressSanitizer +
+# UndefinedBehaviorSanitizer build (Debug), and a short run of every fuzz
+# target. Every build treats warnings as errors, so a new warning fails.
 #   SKIP_SANITIZE=1  skip the sanitizer stage
 #   FUZZ_SECONDS=N   seconds per fuzz target in the sanitizer stage (default 20)
+#   WERROR=OFF       warnings do not fail the builds (another compiler, say)
 #   BUILD_DIR, JOBS
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+export WERROR=${WERROR:-ON}
 bash scripts/build.sh
+BUILD_DIR=build-release BUILD_TYPE=Release LEAN=1 bash scripts/build.sh
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "${JOBS:-2}" "$@"
 if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
   BUILD_DIR=build-san bash scripts/sanitize.sh

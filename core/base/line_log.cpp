@@ -50,7 +50,10 @@ void LineLog::write(std::string line) {
       return;
     }
     if (s.unreported > 0) {
-      line = "(" + std::to_string(s.unreported) + " log lines dropped: the output was not read)\n" + line;
+      std::string note = "(";
+      note += std::to_string(s.unreported);
+      note += " log lines dropped: the output was not read)\n";
+      line = note + line;
       s.unreported = 0;
     }
     s.queued_bytes += line.size();

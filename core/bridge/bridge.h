@@ -48,10 +48,12 @@
 //
 // Worker addresses: the scheduler tells the client its workers' real
 // addresses. Gather and scatter through the scheduler (Dask's default for a
-// client outside the cluster) work through the bridge alone; a client that
-// asks for direct transfers ("who_has" before a direct gather,
-// "ncores_running" before a direct scatter) would connect to the workers
-// past the bridge: the bridge logs a warning for that session.
+// client outside the cluster) work through the bridge alone; direct
+// transfers connect to the workers past the bridge. The bridge cannot know
+// what a client will do next: when a client sends an op that Dask clients
+// send before a direct transfer ("who_has" before a direct gather,
+// "ncores_running" before a direct scatter; client.who_has() sends it
+// too), it logs that it saw it, as info, once per client connection.
 #pragma once
 
 #include <chrono>
@@ -94,8 +96,8 @@ struct BridgeOptions {
   std::uint64_t inline_bytes = std::uint64_t{64} << 10;
 
   /// Messages from this size on are cut through when only codecs change
-  /// (core/bridge/detail/session.h); 0: never. Off while a capture is
-  /// written (it records whole messages).
+  /// (core/bridge/detail/session.h); 0: never. A capture records their
+  /// pieces as they pass.
   std::uint64_t cut_through_bytes = std::uint64_t{1} << 20;
 
   /// A side's output queue is full at this size (back-pressure).
@@ -126,9 +128,8 @@ struct BridgeStats {
   std::uint64_t errors = 0;            // sessions ended by an error
 };
 
-/// What the bridge tells its owner: log lines and, for a capture, every
-/// message on every leg as it crossed (prelude with the full L, then the
-/// frames; handshakes included).
+/// What the bridge tells its owner: log lines and, for a capture, the bytes
+/// of every leg as they crossed it.
 class BridgeObserver {
  public:
   virtual ~BridgeObserver() = default;
@@ -139,11 +140,18 @@ class BridgeObserver {
   virtual void on_session(std::uint64_t /*session*/, const std::string& /*client*/,
                           const std::string& /*listen*/, const std::string& /*local*/,
                           const std::string& /*upstream*/) {}
-  virtual void on_message(std::uint64_t /*session*/, Leg, Flow, ByteSpan /*prelude*/,
-                          std::span<const Bytes> /*frames*/) {}
+  /// Bytes of a leg as the bridge read or wrote them, in order per leg and
+  /// flow, handshakes included: a whole message (its prelude, with the full
+  /// L, then its frames), or a piece of a message cut through, as it
+  /// arrived or went out. `message_start`: the first piece begins a
+  /// message. Called on the loop thread; the bytes stay as they are while
+  /// the observer holds them (the bridge gives the recoder no pages to
+  /// discard while wants_bytes()), but it must not block.
+  virtual void on_bytes(std::uint64_t /*session*/, Leg, Flow, std::span<const Bytes> /*pieces*/,
+                        bool /*message_start*/) {}
   virtual void on_session_end(std::uint64_t /*session*/) {}
-  /// Whether on_message wants the bytes (a capture is being written).
-  virtual bool wants_messages() const { return false; }
+  /// Whether on_bytes wants the bytes (a capture is being written).
+  virtual bool wants_bytes() const { return false; }
 };
 
 class Session;

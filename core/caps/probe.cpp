@@ -9,6 +9,7 @@
 #include "daskcaps/caps/gpu.h"
 #include "daskcaps/pickle/pickle.h"
 #include "daskcaps/caps/python_env.h"
+#include "daskcaps/version.h"
 
 namespace daskcaps {
 
@@ -174,7 +175,7 @@ Capabilities capabilities_of(const HostProbe& probe) {
 
 Result<HostProbe> probe_host(const ProbeOptions& options) {
   HostProbe p;
-  p.tool_version = DASKCAPS_VERSION;
+  p.tool_version = DASKCAPS_VERSION_STRING;
   p.hostname = host_name();
   p.codecs = build_codecs();
   p.pickle_protocols_read = pickle_protocols_read();

@@ -12,6 +12,7 @@
 #include "daskcaps/net/loop.h"
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/handshake.h"
+#include "daskcaps/version.h"
 
 namespace daskcaps::server {
 
@@ -23,7 +24,7 @@ Buffer framed(const Value& v) { return rpc::encode_msgpack_message(v); }
 
 Value dask_caps_entry(const Capabilities& c) {
   Value m = Value::map();
-  m.set("version", Value::str(DASKCAPS_VERSION));
+  m.set("version", Value::str(DASKCAPS_VERSION_STRING));
   m.set("capabilities", capabilities_to_msgpack(c));
   return m;
 }

@@ -92,7 +92,9 @@ Result<std::string> arg_repr(const Instruction& in, const DisOptions& opt) {
       auto v = text::parse_decimal(t, in.info->arg == ArgKind::decimalnl_long);
       if (!v) return bad("invalid literal for int()");
       if (v->fits) return std::to_string(v->value);
-      return (v->negative ? "-" : "") + std::string(v->digits);
+      std::string s = v->negative ? "-" : "";
+      s += v->digits;
+      return s;
     }
     case ArgKind::floatnl: {
       auto v = text::parse_float(as_chars(in.data));

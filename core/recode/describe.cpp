@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "daskcaps/wire/window_codec.h"
 #include "daskcaps/pickle/pickle.h"
+#include "daskcaps/recode/error_pickles.h"
 
 namespace daskcaps {
 
@@ -261,17 +263,11 @@ std::optional<std::uint64_t> declared_of(const Message& message, std::size_t ind
   return declared_size(*codec, ByteSpan(head, have));
 }
 
-bool is_error_pickle(const Message& message, const SubObject& obj, const ObjectReport& described) {
-  const msgpack::Value* status = message.root.find("status");
-  return status != nullptr && status->is_str() && status->as_str() == "uncaught-error" &&
-         (obj.path == "exception" || obj.path == "traceback") && described.type.value_or("") == "bytes";
-}
-
 // The wire frames of `obj` whose bytes the report reads: those of the
-// original frames that describe_header (and an error reply's exception)
-// reads, found by a pass without bytes.
-std::vector<bool> frames_read(const Message& message, const SubObject& obj, const std::optional<SplitLayout>& layout,
-                              const DescribeOptions& options) {
+// original frames that describe_header reads, found by a pass without
+// bytes, and an error message's exception or traceback pickle.
+std::vector<bool> frames_read(const SubObject& obj, const std::optional<SplitLayout>& layout,
+                              std::optional<ErrorPart> error_part, const DescribeOptions& options) {
   std::vector<bool> keep(obj.frames.size(), false);
   std::set<std::size_t> wanted;
   OriginalFrames plan;
@@ -283,7 +279,7 @@ std::vector<bool> frames_read(const Message& message, const SubObject& obj, cons
   ObjectReport scratch;
   scratch.path = obj.path;
   describe_header(obj.header, &all, scratch, options);
-  if (count > 0 && is_error_pickle(message, obj, scratch)) wanted.insert(0);
+  if (count > 0 && error_part) wanted.insert(0);
   for (std::size_t m : wanted) {
     if (!layout) {
       keep[m] = true;
@@ -295,7 +291,8 @@ std::vector<bool> frames_read(const Message& message, const SubObject& obj, cons
   return keep;
 }
 
-ObjectReport describe_object(const Message& message, const SubObject& obj, const DescribeOptions& options) {
+ObjectReport describe_object(const Message& message, const SubObject& obj, std::optional<ErrorPart> error_part,
+                             const DescribeOptions& options) {
   ObjectReport out;
   out.path = obj.path;
   out.placeholder = std::string(placeholder_key(obj.kind));
@@ -318,7 +315,7 @@ ObjectReport describe_object(const Message& message, const SubObject& obj, const
       total += d.value_or(0);
     }
     if (!known || total > options.decode_whole_bytes)
-      keep = serialized && layout ? frames_read(message, obj, *layout, options) : std::vector<bool>(n, false);
+      keep = serialized && layout ? frames_read(obj, *layout, error_part, options) : std::vector<bool>(n, false);
   }
 
   std::vector<std::uint64_t> raw_sizes(n, 0);
@@ -448,9 +445,10 @@ ObjectReport describe_object(const Message& message, const SubObject& obj, const
   if (merged) view.emplace(*merged, 0, merged->sizes.size());
   describe_header(obj.header, view ? &*view : nullptr, out, options, data_base, obj.header_offset);
 
-  // Exceptions in error replies are pickles sent as `bytes` (spec §7.5).
-  if (view && view->size() > 0 && is_error_pickle(message, obj, out))
-    if (const Bytes* b = view->bytes(0)) add_pickle(out, obj.path + " pickle", *b, options, data_base);
+  // The exceptions and tracebacks of error messages are pickles sent as
+  // `bytes` (core/recode/error_pickles.h).
+  if (view && view->size() > 0 && error_part)
+    if (const Bytes* b = view->bytes(0)) add_pickle(out, std::string(to_string(*error_part)) + " pickle", *b, options, data_base);
   finish_pickles(out);
   return out;
 }
@@ -519,8 +517,15 @@ MessageReport describe_message(const Message& message, const DescribeOptions& op
     auto h = handshake_from_msgpack(message.root);
     if (h) r.handshake = std::move(*h);
   }
-  for (const SubObject& obj : message.objects) r.objects.push_back(describe_object(message, obj, options));
+  std::map<std::size_t, ErrorPart> errors;
+  for (const auto& [frame, part] : error_objects(message)) errors.emplace(frame, part);
+  for (const SubObject& obj : message.objects) {
+    auto it = errors.find(obj.header_frame);
+    r.objects.push_back(
+        describe_object(message, obj, it == errors.end() ? std::nullopt : std::optional(it->second), options));
+  }
   r.loose_frames = message.loose_frames;
+  r.errors = describe_errors(message, options);
   return r;
 }
 

@@ -31,6 +31,7 @@
 #include "daskcaps/base/limits.h"
 #include "daskcaps/wire/message.h"
 #include "daskcaps/base/result.h"
+#include "daskcaps/pickle/exception_info.h"
 #include "daskcaps/wire/serialized.h"
 
 namespace daskcaps {
@@ -83,6 +84,23 @@ struct ObjectReport {
   std::vector<Diagnostic> problems;
 };
 
+/// One exception or traceback of Dask's error messages
+/// (core/recode/error_pickles.h), read from its pickle without executing it
+/// (core/pickle/exception_info.h).
+struct ErrorReport {
+  std::string path;                         // where frame 0 holds it ("exception", "[0]['traceback']")
+  std::string part;                         // "exception" or "traceback"
+  std::optional<std::size_t> header_frame;  // its object; nullopt: a bin inside frame 0
+  std::int64_t pickle_protocol = -1;
+  std::optional<std::string> exception_class;  // "builtins.ValueError"
+  bool class_by_value = false;                  // cloudpickle wrote the class itself
+  std::optional<std::string> exception_text;    // the error dict's "exception_text"
+  std::vector<std::string> arguments;           // the exception's arguments, as Python shows them
+  std::vector<pickle::TracebackFrame> frames;   // outermost first
+  bool frames_cut = false;
+  std::optional<std::string> problem;           // the pickle could not be read
+};
+
 struct MessageReport {
   std::size_t index = 0;
   std::uint64_t offset = 0;
@@ -95,6 +113,7 @@ struct MessageReport {
   std::optional<Handshake> handshake;
   std::vector<ObjectReport> objects;
   std::vector<std::size_t> loose_frames;
+  std::vector<ErrorReport> errors;
 };
 
 struct DescribeOptions {
@@ -116,6 +135,10 @@ struct DescribeOptions {
 /// file (Message::store) are read from it in pieces. Never fails on a bad
 /// object: its problems are recorded instead.
 MessageReport describe_message(const Message& message, const DescribeOptions& options = {});
+
+/// The exceptions and tracebacks of Dask's error dicts in a message
+/// (describe_message() fills MessageReport::errors with it).
+std::vector<ErrorReport> describe_errors(const Message& message, const DescribeOptions& options = {});
 
 /// Layout of a numpy dask-family sub-header ("sub-header" of a header whose
 /// type is numpy.ndarray) or a CuPy CAI; nullopt when it is neither.

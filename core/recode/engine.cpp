@@ -32,8 +32,10 @@ bool needs_recode(std::span<const Bytes> frames, const TranscodeOptions& options
   const ByteSpan f0 = frames[0].span();
   // A placeholder there would point at a frame the message lacks: let the
   // parser say so. A handshake is rewritten to advertise the target.
+  // With a pickle protocol, an error dict may hold its exception as a bin
+  // in frame 0 (core/recode/error_pickles.h: the scheduler's KilledWorker).
   return contains(f0, "__Serialized__") || contains(f0, "__Pickled__") || contains(f0, "pickle-protocol") ||
-         contains(f0, "compression");
+         contains(f0, "compression") || (options.pickle_protocol && contains(f0, "exception"));
 }
 
 struct RecodeEngine::Stream {

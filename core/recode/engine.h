@@ -76,8 +76,9 @@ struct EngineOptions {
 
 /// False when `frame0` (and the message's frame count) show that recoding
 /// with `options` cannot change the message: it holds no __Serialized__ or
-/// __Pickled__ object and is not a handshake. Reads only frame 0's bytes,
-/// without decoding it.
+/// __Pickled__ object, is not a handshake and, with a pickle protocol, has
+/// no "exception" (an error pickle inside frame 0). Reads only frame 0's
+/// bytes, without decoding it.
 bool needs_recode(std::span<const Bytes> frames, const TranscodeOptions& options);
 
 class RecodeEngine {

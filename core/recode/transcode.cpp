@@ -4,6 +4,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "daskcaps/recode/error_pickles.h"
 #include "daskcaps/recode/gpu_layout.h"
 #include "daskcaps/recode/stream_recode.h"
 #include "daskcaps/wire/handshake.h"
@@ -98,44 +99,49 @@ class PagedFrameInput final : public FrameInput {
 
 class ObjectRecoder {
  public:
-  ObjectRecoder(const TranscodeOptions& opt, TranscodeReport& rep, PageBuffer* storage)
-      : opt_(opt), rep_(rep), storage_(storage) {}
+  ObjectRecoder(const TranscodeOptions& opt, TranscodeReport& rep, PageBuffer* storage,
+                std::vector<std::pair<std::size_t, ErrorPart>> error_objects)
+      : opt_(opt), rep_(rep), storage_(storage), error_objects_(std::move(error_objects)) {}
 
-  Status recode(const Message& message, SubObject& obj) {
+  Status recode(SubObject& obj) {
     if (obj.kind == Placeholder::pickled) return recode_pickled(obj);
-    return recode_serialized(message, obj);
+    return recode_serialized(obj);
   }
 
- private:
-  // A pickle without out-of-band buffers, re-emitted at the target protocol.
-  // The same small pickles (a class reference in every type-serialized
-  // header) come again and again: their recoding is remembered per thread.
-  Result<Buffer> recode_plain(ByteSpan pickled, const char* what) {
+  // A pickle without out-of-band buffers, re-emitted at the target protocol;
+  // nullopt when that gives its own bytes back (CPython's pickles at their
+  // own protocol): nothing of it changes. The same small pickles (a class
+  // reference in every type-serialized header) come again and again: their
+  // recoding is remembered per thread.
+  Result<std::optional<Buffer>> recode_plain(ByteSpan pickled, const char* what) {
     pickle::RecodeOptions ro;
     ro.target_protocol = *opt_.pickle_protocol;
     ro.inline_buffers = opt_.inline_buffers;
+    auto changed = [&](Buffer out) -> std::optional<Buffer> {
+      if (out.size() == pickled.size() && std::equal(out.begin(), out.end(), pickled.begin())) return std::nullopt;
+      ++rep_.pickles_recoded;
+      changed_ = true;
+      return out;
+    };
     PickleCache& cache = pickle_cache();
     const bool cacheable = pickled.size() <= PickleCache::kMaxPickleBytes;
     if (cacheable) {
-      if (const Buffer* hit = cache.find(pickled, ro, opt_.limits)) {
-        ++rep_.pickles_recoded;
-        changed_ = true;
-        return *hit;  // a copy: the cache keeps its own
-      }
+      // (changed() takes a copy: the cache keeps its own)
+      if (const Buffer* hit = cache.find(pickled, ro, opt_.limits)) return changed(*hit);
     }
     auto r = pickle::recode(pickled, {}, ro, opt_.limits);
     if (!r) return rebase_error(std::move(r).error(), kNoOffset).add_context(what);
-    ++rep_.pickles_recoded;
-    changed_ = true;
     if (cacheable) cache.put(pickled, ro, opt_.limits, r->pickle);
-    return std::move(r->pickle);
+    return changed(std::move(r->pickle));
   }
 
+ private:
   // frames[0] is a pickle, frames[1..] its out-of-band buffers. Returns the
   // new frames (pickle first, then the buffers that stay out of band) and
-  // their writeable flags.
-  Result<std::vector<Bytes>> recode_with_buffers(const std::vector<Bytes>& frames,
-                                                 std::vector<bool>& writeable, const char* what) {
+  // their writeable flags; nullopt when the pickle comes out as it was and
+  // keeps every buffer.
+  Result<std::optional<std::vector<Bytes>>> recode_with_buffers(const std::vector<Bytes>& frames,
+                                                                std::vector<bool>& writeable, const char* what) {
     std::vector<pickle::OutOfBandBuffer> buffers;
     buffers.reserve(frames.size() - 1);
     for (std::size_t i = 1; i < frames.size(); ++i)
@@ -145,6 +151,11 @@ class ObjectRecoder {
     ro.inline_buffers = opt_.inline_buffers;
     auto r = pickle::recode(frames[0], buffers, ro, opt_.limits);
     if (!r) return rebase_error(std::move(r).error(), kNoOffset).add_context(what);
+    bool same = r->pickle.size() == frames[0].size() &&
+                std::equal(r->pickle.begin(), r->pickle.end(), frames[0].data()) &&
+                r->out_of_band.size() == buffers.size();
+    for (std::size_t i = 0; same && i < r->out_of_band.size(); ++i) same = r->out_of_band[i] == i;
+    if (same) return std::optional<std::vector<Bytes>>();
     ++rep_.pickles_recoded;
     changed_ = true;
     rep_.buffers_inlined += buffers.size() - r->out_of_band.size();
@@ -157,22 +168,23 @@ class ObjectRecoder {
       kept.push_back(buffers[idx].writeable);
     }
     writeable = std::move(kept);
-    return out;
+    return std::optional<std::vector<Bytes>>(std::move(out));
   }
 
-  // type-serialized and pickled numpy dtypes inside one (sub-)header.
+  // type-serialized and pickled numpy dtypes inside one (sub-)header; a
+  // pickle that comes out as it was is left as it is.
   Status recode_header_pickles(Value& header) {
     if (Value* ts = header.find("type-serialized"); ts != nullptr && ts->is_bin()) {
       auto r = recode_plain(ts->as_bin(), "type-serialized");
       if (!r) return std::move(r).error();
-      *ts = Value::bin(std::move(*r));
+      if (*r) *ts = Value::bin(std::move(**r));
     }
     if (Value* sub = header.find("sub-header"); sub != nullptr && sub->is_map()) {
       if (Value* dt = sub->find("dtype"); dt != nullptr && dt->is_array() && dt->as_array().size() == 2 &&
                                           dt->as_array()[0].to_int64() == 1 && dt->as_array()[1].is_bin()) {
         auto r = recode_plain(dt->as_array()[1].as_bin(), "pickled dtype");
         if (!r) return std::move(r).error();
-        dt->as_array()[1] = Value::bin(std::move(*r));
+        if (*r) dt->as_array()[1] = Value::bin(std::move(**r));
       }
     }
     if (Value* subs = header.find("sub-headers"); subs != nullptr && subs->is_array()) {
@@ -219,8 +231,12 @@ class ObjectRecoder {
     auto out = recode_with_buffers(frames, writeable,
                                    kind == DataPickle::pickle_family ? "pickle" : "object array");
     if (!out) return std::move(out).error();
-    frames = std::move(*out);
-    if (kind == DataPickle::pickle_family) header.set("writeable", writeable_value(writeable));
+    if (!*out) return {};
+    frames = std::move(**out);
+    // One flag per buffer that stays out of band; a header without the key
+    // (Dask before 2024.4) keeps going without it.
+    if (kind == DataPickle::pickle_family && header.find("writeable") != nullptr)
+      header.set("writeable", writeable_value(writeable));
     changed = true;
     return {};
   }
@@ -232,7 +248,7 @@ class ObjectRecoder {
     return Codec::none;
   }
 
-  Status recode_serialized(const Message& message, SubObject& obj) {
+  Status recode_serialized(SubObject& obj) {
     auto codecs = frame_compression(obj);
     if (!codecs) return std::move(codecs).error();
 
@@ -255,23 +271,23 @@ class ObjectRecoder {
     std::vector<Bytes> merged;
     if (opt_.pickle_protocol) {
       if (auto st = recode_header_pickles(obj.header); !st) return std::move(st).error();
-      const bool error_pickle = is_error_pickle(message, obj);
+      const bool error_pickle = is_error_pickle(obj);
       bool has_data_pickle = data_pickle_of(obj.header) != DataPickle::none || error_pickle;
       if (const Value* subs = obj.header.find("sub-headers"); subs != nullptr && subs->is_array())
         for (const Value& e : subs->as_array()) has_data_pickle |= data_pickle_of(e) != DataPickle::none;
       if (has_data_pickle) {
         auto raw = decompressed_frames(obj, opt_.limits);
         if (!raw) return std::move(raw).error();
-        for (std::size_t i = 0; i < obj.frames.size() && i < codecs->size(); ++i)
-          if ((*codecs)[i].compresses()) release(obj.frames[i]);
         auto m = merge_frames(obj, std::move(*raw));
         if (!m) return std::move(m).error();
         merged = std::move(*m);
         if (error_pickle && !merged.empty()) {
           auto r = recode_plain(merged[0], "exception pickle");
           if (!r) return std::move(r).error();
-          merged[0] = Bytes(std::move(*r));
-          frames_changed = true;
+          if (*r) {
+            merged[0] = Bytes(std::move(**r));
+            frames_changed = true;
+          }
         }
         if (auto st = recode_data(obj.header, merged, frames_changed); !st) return std::move(st).error();
         if (auto st = recode_elements(obj.header, merged, frames_changed); !st) return std::move(st).error();
@@ -279,6 +295,10 @@ class ObjectRecoder {
     }
 
     if (frames_changed) {
+      // The input's compressed frames are decoded in `merged` and not read
+      // again (only now: had nothing changed, they would go out as they are).
+      for (std::size_t i = 0; i < obj.frames.size() && i < codecs->size(); ++i)
+        if ((*codecs)[i].compresses()) release(obj.frames[i]);
       auto codec = opt_.codec ? Result<Codec>(*opt_.codec) : object_codec(*codecs);
       if (!codec) return std::move(codec).error();
       return resplit(obj, merged, *codec);
@@ -320,21 +340,24 @@ class ObjectRecoder {
     return {};
   }
 
-  static bool is_error_pickle(const Message& message, const SubObject& obj) {
-    const Value* status = message.root.find("status");
-    if (status == nullptr || !status->is_str() || status->as_str() != "uncaught-error") return false;
-    if (obj.path != "exception" && obj.path != "traceback") return false;
-    const Value* type = obj.header.find("type");
-    return type != nullptr && type->is_str() && type->as_str() == "bytes";
+  // The exception or traceback of one of Dask's error dicts
+  // (core/recode/error_pickles.h).
+  bool is_error_pickle(const SubObject& obj) const {
+    for (const auto& [frame, part] : error_objects_)
+      if (frame == obj.header_frame) return true;
+    return false;
   }
 
   // Splits original frames into shards of at most shard_bytes and
   // compresses each shard with Dask's rule; rewrites the split keys and the
-  // compression list.
+  // compression list. A header that had no split keys gets them only when a
+  // frame is split, one without "compression" only when a shard is
+  // compressed: what Dask would read the same way is left out.
   Status resplit(SubObject& obj, const std::vector<Bytes>& frames, Codec codec) {
     std::vector<Bytes> wire;
     std::vector<CompressionValue> entries;
     msgpack::Array counts, offsets;
+    bool any_split = false, any_compressed = false;
     const std::uint64_t shard = std::max<std::uint64_t>(opt_.shard_bytes, 1);
     for (const Bytes& f : frames) {
       offsets.push_back(Value::uinteger(wire.size()));
@@ -344,18 +367,23 @@ class ObjectRecoder {
         Bytes piece = f.slice(static_cast<std::size_t>(at), static_cast<std::size_t>(len));
         auto c = compress_one(piece, codec);
         if (!c) return std::move(c).error();
+        if (c->second.compresses()) ++rep_.frames_recompressed;
+        any_compressed |= c->second.compresses();
         wire.push_back(std::move(c->first));
         entries.push_back(std::move(c->second));
         ++pieces;
         if (f.size() == 0) break;
       }
+      any_split |= pieces > 1;
       counts.push_back(Value::uinteger(pieces));
     }
     obj.frames = std::move(wire);
     changed_ = true;
-    obj.header.set("split-num-sub-frames", Value::array(std::move(counts)));
-    obj.header.set("split-offsets", Value::array(std::move(offsets)));
-    set_frame_compression(obj, entries);
+    if (any_split || obj.header.find("split-num-sub-frames") != nullptr || obj.header.find("split-offsets") != nullptr) {
+      obj.header.set("split-num-sub-frames", Value::array(std::move(counts)));
+      obj.header.set("split-offsets", Value::array(std::move(offsets)));
+    }
+    if (any_compressed || obj.header.find("compression") != nullptr) set_frame_compression(obj, entries);
     return {};
   }
 
@@ -363,7 +391,6 @@ class ObjectRecoder {
     if (codec == Codec::none) return std::pair<Bytes, CompressionValue>{raw, CompressionValue::nil()};
     auto mc = maybe_compress(codec, raw, opt_.rules, opt_.compress);
     if (!mc) return std::move(mc).error();
-    ++rep_.frames_recompressed;
     if (!mc->compressed) return std::pair<Bytes, CompressionValue>{raw, CompressionValue::nil()};
     return std::pair<Bytes, CompressionValue>{Bytes(std::move(mc->data)),
                                               CompressionValue::named(std::string(codec_name(codec)))};
@@ -381,8 +408,11 @@ class ObjectRecoder {
     return !size || *size >= opt_.stream_frame_bytes;
   }
 
-  // Same shards, new codec.
+  // Same shards, new codec. A raw frame that stays raw (small or
+  // incompressible, Dask's rule) is no change: the header keeps its
+  // "compression" list, or its lack of one.
   Status recompress(SubObject& obj, std::vector<CompressionValue> codecs, Codec target) {
+    bool any = false;
     for (std::size_t i = 0; i < obj.frames.size(); ++i) {
       const CompressionValue& entry = codecs[i];
       auto action = frame_recode_for(entry, target, opt_);
@@ -393,22 +423,27 @@ class ObjectRecoder {
         BufferFrameSink sink;
         auto e = recode_frame(input, entry, target, opt_, sink, rep_);
         if (!e) return std::move(e).error().add_context(obj.frame_label(i));
+        if (!entry.compresses() && !e->compresses()) continue;  // raw, and raw again
         if (entry.compresses()) release(obj.frames[i]);
         obj.frames[i] = Bytes(std::move(sink.buffer()));
         codecs[i] = std::move(*e);
         changed_ = true;
+        any = true;
         continue;
       }
       auto raw = decompress_frame(entry, obj.frames[i], opt_.limits);
       if (!raw) return std::move(raw).error().add_context(obj.frame_label(i));
-      if (entry.compresses()) release(obj.frames[i]);
       auto c = compress_one(*raw, target);
       if (!c) return std::move(c).error();
+      if (!entry.compresses() && !c->second.compresses()) continue;  // raw, and raw again
+      if (entry.compresses()) release(obj.frames[i]);
       obj.frames[i] = std::move(c->first);
+      ++rep_.frames_recompressed;
       changed_ = true;
+      any = true;
       codecs[i] = std::move(c->second);
     }
-    set_frame_compression(obj, codecs);
+    if (any) set_frame_compression(obj, codecs);
     return {};
   }
 
@@ -418,6 +453,7 @@ class ObjectRecoder {
     auto raw = decompressed_frames(obj, opt_.limits);
     if (!raw) return std::move(raw).error();
     std::vector<Bytes> frames = std::move(*raw);
+    bool pickle_same = true;
     if (recode_pickle) {
       Value* po = obj.header.find("pickled-obj");
       if (po == nullptr || !po->is_bin())
@@ -430,12 +466,19 @@ class ObjectRecoder {
       std::vector<bool> writeable(frames.size(), true);
       auto out = recode_with_buffers(all, writeable, "pickled-obj");
       if (!out) return std::move(out).error();
-      *po = Value::bin(Buffer((*out)[0].span()));
-      frames.assign(out->begin() + 1, out->end());
+      if (*out) {
+        pickle_same = false;
+        *po = Value::bin(Buffer((**out)[0].span()));
+        frames.assign((**out).begin() + 1, (**out).end());
+      }
     }
     // Always raw: 2022.12 does not decompress __Pickled__ buffers (spec §3.3).
-    for (std::size_t i = 0; i < frames.size() && !changed_; ++i)
-      changed_ = i >= obj.frames.size() || frames[i].data() != obj.frames[i].data();
+    // An object whose pickle and buffers all stay keeps its header.
+    bool obj_changed = frames.size() != obj.frames.size() || !pickle_same;
+    for (std::size_t i = 0; i < frames.size() && !obj_changed; ++i)
+      obj_changed = frames[i].data() != obj.frames[i].data();
+    if (!obj_changed) return {};
+    changed_ = true;
     obj.frames = std::move(frames);
     std::vector<CompressionValue> none(obj.frames.size(), CompressionValue::nil());
     set_frame_compression(obj, none);
@@ -458,6 +501,7 @@ class ObjectRecoder {
   const TranscodeOptions& opt_;
   TranscodeReport& rep_;
   PageBuffer* storage_;
+  std::vector<std::pair<std::size_t, ErrorPart>> error_objects_;  // header frame, part
   bool changed_ = false;  // some object's header or frames differ from the input
 
  public:
@@ -498,16 +542,36 @@ Result<std::vector<Bytes>> transcode_message(Message&& message, const TranscodeO
   }
   const bool handshake = message.is_handshake();
   if (handshake) message.root = rewrite_handshake(message.root, options);
-  ObjectRecoder recoder(options, report, message.storage.get());
+  // The exceptions and tracebacks of Dask's error messages are pickles
+  // inside bytes (core/recode/error_pickles.h).
+  const bool error_pickles = options.pickle_protocol.has_value() && !handshake;
+  ObjectRecoder recoder(options, report, message.storage.get(),
+                        error_pickles ? error_objects(message) : std::vector<std::pair<std::size_t, ErrorPart>>{});
   for (SubObject& obj : message.objects) {
-    if (auto st = recoder.recode(message, obj); !st) return std::move(st).error().add_context(obj.path);
+    if (auto st = recoder.recode(obj); !st) return std::move(st).error().add_context(obj.path);
+  }
+  // Those that frame 0 holds as bin (the scheduler's KilledWorker).
+  bool root_changed = handshake;
+  if (error_pickles) {
+    std::optional<Error> failed;
+    for_each_error_bin(message.root, [&](ErrorPart part, msgpack::Value& v) {
+      if (failed) return;
+      auto r = recoder.recode_plain(v.as_bin(), part == ErrorPart::exception ? "exception pickle" : "traceback pickle");
+      if (!r) {
+        failed = std::move(r).error().add_context("frame 0");
+      } else if (*r) {
+        v = msgpack::Value::bin(std::move(**r));
+        root_changed = true;
+      }
+    });
+    if (failed) return std::move(*failed);
   }
   // Nothing was recoded: the message goes out as it came, byte for byte.
-  if (!handshake && !recoder.changed()) {
+  if (!root_changed && !recoder.changed()) {
     for (const Bytes& f : message.original_frames) report.bytes_out += f.size();
     return std::move(message.original_frames);
   }
-  auto frames = assemble_message(message, /*root_unchanged=*/!handshake);
+  auto frames = assemble_message(message, /*root_unchanged=*/!root_changed);
   if (!frames) return frames;
   for (const Bytes& f : *frames) report.bytes_out += f.size();
   return frames;

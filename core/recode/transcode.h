@@ -10,9 +10,11 @@
 //    engine: the `pickle` family (frame 0 plus out-of-band buffers, with
 //    `writeable`), numpy object arrays ({"pickle": true}), pickled numpy
 //    dtypes, `type-serialized` classes, `__Pickled__` objects, and the
-//    exception pickles of error replies. Below 5, out-of-band buffers are
-//    inlined and their frames removed; `writeable`, the split layout and
-//    the compression list are rebuilt.
+//    exceptions and tracebacks of Dask's error messages, pickles inside
+//    `bytes` found by Dask's conventions (core/recode/error_pickles.h;
+//    other bytes are data and pass untouched). Below 5, out-of-band buffers
+//    are inlined and their frames removed; `writeable`, the split layout
+//    and the compression list are rebuilt.
 //  * codec: every frame is decompressed and compressed again with Dask's
 //    maybe_compress rule for the target codec (small or incompressible
 //    frames stay raw), shard by shard, so split layouts stay valid; where
@@ -21,7 +23,15 @@
 //    marked false (`cuda` family) are never compressed, as in Dask.
 //    `__Pickled__` buffers are always written raw: Dask 2022.12 does not
 //    decompress them on receipt (spec §3.3).
-// Frames of objects nothing changes are passed through byte for byte.
+// Frames of objects nothing changes are passed through byte for byte, and
+// their sub-headers too: a pickle that the engine writes back as it was
+// (CPython's pickles at their own protocol), or a raw frame that stays raw
+// under Dask's rule, is no change. A sub-header gains or changes a key only
+// for a frame or pickle that changed, and then only the keys Dask reads
+// differently: split keys when a frame is split (or the header had them),
+// "compression" when a frame is compressed (or the header had it),
+// "writeable" when the header had it. A message whose frames and pickles all
+// stay is sent as it came, byte for byte.
 #pragma once
 
 #include <cstdint>

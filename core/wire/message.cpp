@@ -149,12 +149,17 @@ std::string path_text(const std::vector<PathStep>& steps) {
   if (steps.empty()) return "<root>";
   std::string out;
   for (const PathStep& s : steps) {
-    if (s.key == nullptr)
-      out += "[" + std::to_string(s.index) + "]";
-    else if (out.empty())
+    if (s.key == nullptr) {
+      out += '[';
+      out += std::to_string(s.index);
+      out += ']';
+    } else if (out.empty()) {
       out = key_repr(*s.key);
-    else
-      out += "[" + msgpack::repr(*s.key, 40) + "]";
+    } else {
+      out += '[';
+      out += msgpack::repr(*s.key, 40);
+      out += ']';
+    }
   }
   return out;
 }

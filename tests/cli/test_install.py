@@ -4,9 +4,24 @@ binary, the man page, the shell completions on Debian's paths, the JSON
 Schemas and the Wireshark dissector under
 the prefix, and what it installs works: the binary runs, the completions
 are what that binary prints, the other files are the sources' bytes.
+
+And the library (cmake/DaskcapsInstall.cmake): libdaskcaps.so.<VERSION>
+with its SONAME link and the development link, libdaskcaps.a, every
+public header of the source tree (core/<layer>/*.h, formats/*.h; no
+detail/) under include/daskcaps/ with the sources' bytes, the generated
+version.h (its macros say the binary's version) and the umbrella
+daskcaps.h, the CMake package (config, version file, targets) and
+daskcaps.pc. The installed binary needs libdaskcaps.so.<SOVERSION> and
+finds it in the prefix (it runs). The shared library exports only the
+namespace daskcaps, every symbol under the version node
+DASKCAPS_<SOVERSION>, none of the layers' detail/ internals. (Whether
+the headers stand alone and the package builds a program:
+tests/library/.)
 """
 import filecmp
+import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -75,10 +90,107 @@ def main():
         if b.returncode != 0 or "_dask_caps" not in b.stdout:
             fail("the installed bash completion registers no function: %s %s" % (b.stdout, b.stderr))
 
+        check_library(prefix, binary, v.stdout.split()[1])
+
         files = sorted(os.path.relpath(os.path.join(r, n), prefix) for r, _, ns in os.walk(prefix) for n in ns)
         print("OK: cmake --install put %d files under the prefix:\n  %s" % (len(files), "\n  ".join(files)))
     finally:
         shutil.rmtree(prefix, ignore_errors=True)
+
+
+LAYERS = ["base", "wire", "pickle", "recode", "net", "caps", "bridge", "formats"]
+# Namespaces of the layers' detail/ sources (private; compiled hidden).
+PRIVATE = re.compile(r"daskcaps::(detail|net::detail|pickle::detail|pickle::text|pickle::tables)::")
+
+
+def soversion(version):
+    major, minor, _ = version.split(".")
+    return "%s.%s" % (major, minor) if major == "0" else major
+
+
+def check_library(prefix, binary, version):
+    libs = glob.glob(os.path.join(prefix, "lib*", "**", "libdaskcaps.a"), recursive=True)
+    if len(libs) != 1:
+        fail("expected one libdaskcaps.a under the prefix, found %r" % libs)
+    libdir = os.path.dirname(libs[0])
+    so = soversion(version)
+    real = os.path.join(libdir, "libdaskcaps.so.%s" % version)
+    soname = "libdaskcaps.so.%s" % so
+    if not os.path.isfile(real) or os.path.islink(real):
+        fail("no %s" % os.path.relpath(real, prefix))
+    for link, target in ((soname, os.path.basename(real)), ("libdaskcaps.so", soname)):
+        path = os.path.join(libdir, link)
+        if not os.path.islink(path) or os.readlink(path) != target:
+            fail("%s should be a link to %s" % (os.path.relpath(path, prefix), target))
+    dyn = run(["readelf", "-d", real]).stdout
+    if "Library soname: [%s]" % soname not in dyn:
+        fail("%s: SONAME is not %s:\n%s" % (real, soname, dyn))
+    needed = run(["readelf", "-d", binary]).stdout
+    if "Shared library: [%s]" % soname not in needed:
+        fail("bin/dask-caps does not need %s:\n%s" % (soname, needed))
+
+    # Headers: the sources' public headers, byte for byte; nothing private.
+    include = os.path.join(prefix, "include", "daskcaps")
+    want = {}
+    for layer in LAYERS:
+        folder = os.path.join(SOURCE, "formats") if layer == "formats" else os.path.join(SOURCE, "core", layer)
+        for src in glob.glob(os.path.join(folder, "*.h")):
+            want[os.path.join(include, layer, os.path.basename(src))] = src
+    for installed, src in want.items():
+        if not os.path.isfile(installed) or not filecmp.cmp(installed, src, shallow=False):
+            fail("%s is not %s" % (os.path.relpath(installed, prefix), src))
+    for r, ds, ns in os.walk(include):
+        if "detail" in ds:
+            fail("%s/detail was installed" % os.path.relpath(r, prefix))
+        for n in ns:
+            path = os.path.join(r, n)
+            if path not in want and os.path.relpath(path, include) not in ("version.h", "daskcaps.h"):
+                fail("%s was installed, but is no public header" % os.path.relpath(path, prefix))
+    with open(os.path.join(include, "version.h")) as f:
+        text = f.read()
+    macros = dict(re.findall(r"#define DASKCAPS_VERSION_(MAJOR|MINOR|PATCH|STRING) (\S+)", text))
+    if "%s.%s.%s" % (macros.get("MAJOR"), macros.get("MINOR"), macros.get("PATCH")) != version or \
+            macros.get("STRING") != '"%s"' % version:
+        fail("include/daskcaps/version.h does not say %s: %r" % (version, macros))
+
+    # The CMake package and pkg-config file.
+    cmake_dir = os.path.join(libdir, "cmake", "daskcaps")
+    for name in ("daskcapsConfig.cmake", "daskcapsConfigVersion.cmake", "daskcaps-targets.cmake"):
+        if not os.path.isfile(os.path.join(cmake_dir, name)):
+            fail("%s was not installed" % os.path.relpath(os.path.join(cmake_dir, name), prefix))
+    with open(os.path.join(cmake_dir, "daskcaps-targets.cmake")) as f:
+        targets = f.read()
+    for target in ("daskcaps::daskcaps", "daskcaps::daskcaps_static"):
+        if "add_library(%s " % target not in targets:
+            fail("daskcaps-targets.cmake defines no %s" % target)
+    pc = os.path.join(libdir, "pkgconfig", "daskcaps.pc")
+    env = dict(os.environ, PKG_CONFIG_PATH=os.path.dirname(pc))
+    r = subprocess.run(["pkg-config", "--modversion", "daskcaps"], capture_output=True, text=True, env=env)
+    if r.returncode != 0 or r.stdout.strip() != version:
+        fail("pkg-config --modversion daskcaps: %r %r (want %s)" % (r.stdout, r.stderr, version))
+
+    # What the shared library exports.
+    syms = run(["nm", "-D", "--defined-only", "--demangle", real]).stdout.splitlines()
+    if len(syms) < 100:
+        fail("%s exports %d symbols" % (real, len(syms)))
+    node = "@@DASKCAPS_%s" % so
+    for line in syms:
+        name = line.split(" ", 2)[2]
+        if node not in name and not name.startswith("DASKCAPS_"):
+            fail("%s: exported outside the version node %s: %s" % (real, node, name))
+        plain = name.split("@")[0]
+        if not re.match(r"(typeinfo for |typeinfo name for |vtable for |VTT for |(non-)?virtual thunk to |"
+                        r"guard variable for )?daskcaps::", plain) and not name.startswith("DASKCAPS_"):
+            fail("%s: exports a symbol outside the namespace daskcaps: %s" % (real, name))
+        if PRIVATE.search(plain):
+            fail("%s: exports an internal of a detail/ source: %s" % (real, name))
+    # A public polymorphic class: a program that derives from it, or that
+    # UBSan's vptr check compiles, needs its vtable and typeinfo.
+    for want in ("vtable for daskcaps::formats::MessageSource", "typeinfo for daskcaps::formats::MessageSource"):
+        if not any(line.split(" ", 2)[2].split("@")[0] == want for line in syms):
+            fail("%s does not export %s" % (real, want))
+    print("OK: %s (SONAME %s) exports %d symbols, all daskcaps::, under %s" % (
+        os.path.relpath(real, prefix), soname, len(syms), node[2:]))
 
 
 if __name__ == "__main__":

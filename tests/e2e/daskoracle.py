@@ -340,11 +340,43 @@ def load_errors(path):
     return out
 
 
+def _errors_loaded(value):
+    """`value` (a loaded message) with the exception and traceback pickles of
+    its error dicts (core/recode/error_pickles.h) replaced by what they load
+    to: the exception's type and arguments, the traceback's frames.
+    transcode recodes those pickles, so their bytes differ where what they
+    hold does not."""
+    import traceback as tbmod
+
+    from distributed.protocol.pickle import loads
+
+    if isinstance(value, dict):
+        out = {k: _errors_loaded(v) for k, v in value.items()}
+        if "exception" in value and (value.get("op") == "task-erred" or (
+                value.get("status") in ("error", "uncaught-error") and isinstance(value.get("exception_text"), str))):
+            for key in ("exception", "traceback"):
+                v = value.get(key)
+                if not isinstance(v, (bytes, bytearray)):
+                    continue
+                obj = loads(v)
+                if isinstance(obj, BaseException):
+                    out[key] = ("exception", type(obj).__qualname__, repr(obj.args))
+                elif hasattr(obj, "tb_frame"):
+                    out[key] = ("traceback", tbmod.format_tb(obj))
+                else:
+                    out[key] = ("value", repr(obj))
+        return out
+    if isinstance(value, (list, tuple)):
+        return type(value)(_errors_loaded(v) for v in value)
+    return value
+
+
 def compare_streams(pairs, skip_first=1):
     """For (original, recoded) raw stream paths: does each message of the
     recoded stream load to a value equal to the original's load?
     Returns per pair {"messages": n, "differ": [(index, text)...]}, the
-    first `skip_first` messages (the handshakes) not compared."""
+    first `skip_first` messages (the handshakes) not compared. The errors'
+    pickles compare by what they load to (_errors_loaded)."""
     import daskwire
     import samevalue
     from distributed.protocol import loads
@@ -371,7 +403,7 @@ def compare_streams(pairs, skip_first=1):
             except Exception as e:  # noqa: BLE001
                 r["differ"].append((i, f"{type(e).__name__}: {e}"))
                 continue
-            if not samevalue.same(lx, ly):
+            if not samevalue.same(_errors_loaded(lx), _errors_loaded(ly)):
                 r["differ"].append((i, f"{repr(lx)[:200]} != {repr(ly)[:200]}"))
         out.append(r)
     return out
@@ -403,6 +435,106 @@ def load_results(path):
                     e = pickle_loads(m["exception"])
                     out.append((i, "task-erred", (type(e).__name__, e.args)))
     return out
+
+
+def _raise_value():
+    raise ValueError("boom")
+
+
+def _raise_big():
+    e = ValueError("a big exception")
+    e.payload = "x" * 100_000  # in the pickle's state: about 100 KB
+    raise e
+
+
+def error_stream(path):
+    """Dask's own error messages, as distributed.comm.connect writes them
+    with lz4 negotiated (the 100 KB exception's frame is then compressed),
+    into a raw stream at `path`: every shape that carries error_message's
+    dict or its exception and traceback (core/recode/error_pickles.h), then
+    messages whose bytes only look like pickles. Returns the labels of the
+    messages after the handshake, in order."""
+    import daskwire
+    from distributed.core import error_message
+    from distributed.protocol import to_serialize
+
+    def caught(fn, **kwargs):
+        # Inside the except block, as Dask calls it: it takes the traceback
+        # from sys.exc_info().
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001
+            return error_message(e, **kwargs)
+
+    em, bm = caught(_raise_value), caught(_raise_big)
+    user = pickle.dumps({"user": "data", "n": 3}, protocol=5)  # a user's bytes that are a pickle
+    labelled = [
+        ("uncaught-error", caught(_raise_value, status="uncaught-error")),
+        ("run_on_scheduler", caught(_raise_value)),
+        ("run", {"tcp://127.0.0.3:40001": caught(_raise_value)}),
+        ("task-erred to client", [{"op": "task-erred", "key": "x", "exception": em["exception"],
+                                   "traceback": em["traceback"]}]),
+        ("task-erred to scheduler", [dict(caught(_raise_value), op="task-erred", key="y", thread=1, startstops=[],
+                                          stimulus_id="s")]),
+        ("big", [{"op": "task-erred", "key": "big", "exception": bm["exception"], "traceback": bm["traceback"]}]),
+        # The scheduler pickles KilledWorker itself and sends the bytes in frame 0.
+        ("bin in frame 0", [{"op": "task-erred", "key": "killed",
+                             "exception": pickle.dumps(ValueError("killed"), protocol=5), "traceback": None}]),
+        ("user echo", {"op": "echo", "data": to_serialize(user)}),
+        ("user result", {"status": "OK", "result": to_serialize(user)}),
+        ("user gather", {"status": "OK", "data": {"k": to_serialize(user)}}),
+        ("user error-like", {"status": "OK", "exception": to_serialize(user), "exception_text": "not an error"}),
+    ]
+    data = daskwire.capture_client_stream([m for _, m in labelled], compression="lz4", host=OTHER_HOST)
+    with open(path, "wb") as f:
+        f.write(data)
+    return [label for label, _ in labelled]
+
+
+def small_dumps_stream(path):
+    """Frames of Dask's own dumps() for small messages (after
+    distributed/protocol/tests/test_protocol.py: test_protocol,
+    test_dumps_loads_Serialize(d), test_loads_deserialize_False, and the
+    families a message carries: dask, pickle with and without out-of-band
+    buffers, msgpack, collections, ToPickle, numpy object arrays, an error),
+    every frame under Dask's compression threshold and every pickle at
+    protocol 5, as a raw stream with a handshake at `path`. Returns labels."""
+    import msgpack
+    import numpy as np
+    from distributed.core import error_message
+    from distributed.protocol import Serialize, Serialized, dumps, serialize, to_serialize
+    from distributed.protocol.serialize import ToPickle
+
+    def wire(frames):
+        frames = [bytes(memoryview(f).cast("B")) if not isinstance(f, bytes) else f for f in frames]
+        prelude = struct.pack(f"<Q{len(frames)}Q", len(frames), *map(len, frames))
+        return struct.pack("<Q", len(prelude) + sum(map(len, frames))) + prelude + b"".join(frames)
+
+    try:
+        raise ValueError("small")
+    except ValueError as e:
+        err = error_message(e)
+    labelled = [
+        ("protocol 1", dumps(1)), ("protocol a", dumps("a")), ("protocol {x: b''}", dumps({"x": b""})),
+        ("Serialized(123)", dumps({"x": 1, "data": Serialized(*serialize(123))})),
+        ("Serialize(123)", dumps({"x": 1, "data": Serialize(123)})),
+        ("status OK", dumps({"data": Serialize(123), "status": "OK"})),
+        ("bytes", dumps({"op": "echo", "data": to_serialize(b"hello")})),
+        ("numpy", dumps({"op": "echo", "data": to_serialize(np.arange(5))})),
+        ("numpy F order", dumps({"x": to_serialize(np.asfortranarray(np.ones((3, 2), dtype="f4")))})),
+        ("numpy object", dumps({"x": to_serialize(np.array([1, "x"], dtype=object))})),
+        ("pickle family", dumps({"x": to_serialize({"a": [1, 2]})}, serializers=["pickle"])),
+        ("pickle buffers", dumps({"x": to_serialize(np.arange(6))}, serializers=["pickle"])),
+        ("msgpack family", dumps({"x": to_serialize([1, "b"])}, serializers=["msgpack"])),
+        ("list collection", dumps({"x": to_serialize([1, b"2", np.arange(3)])})),
+        ("dict collection", dumps({"x": to_serialize({"a": np.ones(2), "b": "c"})})),
+        ("ToPickle", dumps({"x": ToPickle(np.arange(4)), "y": ToPickle({"k": 1})})),
+        ("error", dumps(err)),
+    ]
+    hs = wire([msgpack.dumps({"compression": None, "python": list(sys.version_info[:3]), "pickle-protocol": 5})])
+    with open(path, "wb") as f:
+        f.write(hs + b"".join(wire(frames) for _, frames in labelled))
+    return [label for label, _ in labelled]
 
 
 # ---- the loop -----------------------------------------------------------

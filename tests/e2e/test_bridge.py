@@ -13,8 +13,9 @@ directly, each in a process of its own (tests/e2e/bridge_client.py):
 
 Each must fail when connected directly (asserted), and get the right result
 through one bridge with --layout cpu. The bridge's --capture must show lz4
-on the upstream leg and no compression on the client leg; SIGTERM must end
-it with exit 0 and its counters.
+on the upstream leg and no compression on the client leg, also for a result
+cut through (decoded as it passes); SIGTERM must end it with exit 0 and its
+counters.
 """
 from __future__ import annotations
 
@@ -142,6 +143,40 @@ class BridgeMakesMismatchedClientsWork:
             self.assertTrue(cut and int(cut.group(1)) >= 1, out)
         finally:
             bridge.close()
+
+    def test_a_capture_keeps_cut_through_and_records_both_legs_whole(self):
+        # --capture no longer turns cut-through off: the pieces are recorded
+        # as they pass, the upstream leg with the cluster's lz4 and the client
+        # leg decoded, each in sync (no byte lost or skipped).
+        capture = os.path.join(self.tmp.name, "cut-through.pcapng")
+        bridge = BridgeProcess("--listen", "tcp://127.0.0.1:0", "--upstream", self.sched.address,
+                               "--cut-through-bytes", "65536", "--capture", capture)
+        try:
+            through = run_client(self.dask, "nolz4", bridge.address)
+            self.assertTrue(through["ok"], f"nolz4 through the bridge: {through}\n{bridge.stderr()}")
+            self.assertEqual((through["len"], through["sum"]), (N, EXPECTED_SUM))
+            rc, out = bridge.stop()
+            self.assertEqual(rc, 0, out)
+            cut = re.search(r"cut through (\d+)", out)
+            self.assertTrue(cut and int(cut.group(1)) >= 1, out)
+            self.assertNotIn("capture:", out)  # nothing dropped
+        finally:
+            bridge.close()
+        p = subprocess.run([DASK_CAPS, "inspect", "--json", capture], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        doc = json.loads(p.stdout)
+        for c in doc["connections"]:
+            self.assertEqual(c["lost-bytes"], {"client-to-server": 0, "server-to-client": 0}, c)
+            self.assertEqual(c["skipped-bytes"], {"client-to-server": 0, "server-to-client": 0}, c)
+        sched_port = self.sched.address.rsplit(":", 1)[1]
+        upstream = {c["id"] for c in doc["connections"] if c["server"].endswith(":" + sched_port)}
+        result_codecs = {"upstream": set(), "client": set()}
+        for m in doc["messages"]:
+            for obj in m.get("objects", []):
+                if obj.get("raw-bytes") == N * 8 and m.get("direction") == "server_to_client":
+                    leg = "upstream" if m["connection"] in upstream else "client"
+                    result_codecs[leg] |= {f["compression"] for f in obj["frames"]}
+        self.assertEqual(result_codecs, {"upstream": {"lz4"}, "client": {None}}, result_codecs)
 
     def test_zz_sigterm_exits_0_and_the_capture_shows_each_leg(self):
         # Runs last (name order): it stops the bridge.

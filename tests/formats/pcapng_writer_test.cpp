@@ -90,3 +90,76 @@ TEST_CASE("pcapng_writer: bad endpoints are usage errors; nothing appears withou
   }
   CHECK(!std::filesystem::exists(path));
 }
+
+namespace {
+
+// RFC 1071, a byte at a time: the reference for the writer's checksums.
+std::uint16_t reference_checksum(ByteSpan a, ByteSpan b = {}) {
+  std::uint32_t sum = 0;
+  std::size_t i = 0;
+  auto byte_at = [&](std::size_t k) { return k < a.size() ? a[k] : b[k - a.size()]; };
+  const std::size_t n = a.size() + b.size();
+  for (; i + 1 < n; i += 2) sum += (std::uint32_t{byte_at(i)} << 8) | byte_at(i + 1);
+  if (i < n) sum += std::uint32_t{byte_at(i)} << 8;
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return static_cast<std::uint16_t>(sum);
+}
+
+std::uint32_t le32(const Buffer& f, std::size_t at) {
+  return f[at] | (std::uint32_t{f[at + 1]} << 8) | (std::uint32_t{f[at + 2]} << 16) | (std::uint32_t{f[at + 3]} << 24);
+}
+
+}  // namespace
+
+TEST_CASE("pcapng_writer: IP and TCP checksums verify for pieces of every size and alignment") {
+  const std::string path = temp_path("checksums.pcapng");
+  auto w = PcapngWriter::create(path);
+  REQUIRE(w);
+  auto v4 = (*w)->open_flow("10.1.2.3:40000", "10.9.8.7:8786", 1);
+  auto v6 = (*w)->open_flow("[fe80::1]:40001", "[2001:db8::7]:8787", 1);
+  REQUIRE(v4);
+  REQUIRE(v6);
+  Buffer data = Buffer::uninitialised(100000);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i * 131 + (i >> 7));
+  // Pieces of 1, 2, 3, ... bytes: odd and even starts, segments that end mid-piece.
+  std::vector<ByteSpan> pieces;
+  for (std::size_t at = 0, k = 1; at < data.size(); at += k, ++k)
+    pieces.push_back(ByteSpan(data).subspan(at, std::min(k, data.size() - at)));
+  REQUIRE((*w)->write(*v4, true, pieces, 2));
+  REQUIRE((*w)->write(*v6, false, pieces, 2));
+  (*w)->skip(*v4, false, 12345);  // a gap: the sequence numbers move on
+  REQUIRE((*w)->commit(3));
+
+  std::ifstream in(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const Buffer f(as_bytes(text));
+  std::size_t at = 28 + 20, packets = 0, with_payload = 0;
+  while (at + 12 <= f.size()) {
+    REQUIRE(le32(f, at) == 6);  // enhanced packet blocks only, after the headers
+    const std::uint32_t block = le32(f, at + 4), caplen = le32(f, at + 20);
+    const ByteSpan pkt(f.data() + at + 28, caplen);
+    const bool v6p = pkt[12] == 0x86;
+    const std::size_t ip = 14, tcp = ip + (v6p ? 40 : 20);
+    const std::size_t tcp_len = caplen - tcp;
+    Buffer pseudo;
+    if (v6p) {
+      pseudo.append(pkt.subspan(ip + 8, 32));
+      for (int s = 24; s >= 0; s -= 8) pseudo.push_back(static_cast<std::uint8_t>(tcp_len >> s));
+      for (std::uint8_t b : {0, 0, 0, 6}) pseudo.push_back(b);
+    } else {
+      CHECK(reference_checksum(pkt.subspan(ip, 20)) == 0xffff);
+      pseudo.append(pkt.subspan(ip + 12, 8));
+      for (std::uint8_t b : {std::uint8_t{0}, std::uint8_t{6}, static_cast<std::uint8_t>(tcp_len >> 8),
+                             static_cast<std::uint8_t>(tcp_len)})
+        pseudo.push_back(b);
+    }
+    CHECK(reference_checksum(pseudo, pkt.subspan(tcp)) == 0xffff);
+    with_payload += tcp_len > 20;
+    ++packets;
+    at += block;
+  }
+  CHECK(at == f.size());
+  CHECK(with_payload == 2 * ((data.size() + PcapngWriter::kMaxSegment - 1) / PcapngWriter::kMaxSegment));
+  CHECK(packets > with_payload);
+  std::filesystem::remove(path);
+}

@@ -510,7 +510,7 @@ TEST_CASE("tcp_reassembly: a small window gives up a hole early and keeps stream
   c.open();
   c.send(true, dask_handshake());
   const std::size_t lost = c.send(true, dask_op("lost", 100));
-  for (int i = 0; i < 20; ++i) c.send(true, dask_op("m" + std::to_string(i), 200));
+  for (int i = 0; i < 20; ++i) c.send(true, dask_op(std::string("m").append(std::to_string(i)), 200));
   std::vector<Segment> segs = c.segments;
   segs.erase(segs.begin() + static_cast<std::ptrdiff_t>(lost));
   ReassemblyOptions o;

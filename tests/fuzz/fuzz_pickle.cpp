@@ -1,6 +1,7 @@
 // fuzz_pickle: the pickle engine (core/pickle/pickle.h): reader (symbolic
-// evaluation), disassembler, class references, and the writer for every
-// protocol (read -> write -> read).
+// evaluation), disassembler, class references, the exception reader
+// (core/pickle/exception_info.h), and the writer for every protocol
+// (read -> write -> read).
 //
 // Input: byte 0 picks the recode: target protocol (byte0 % 6), how many
 // out-of-band buffers come with the pickle ((byte0 / 6) % 4), inline_buffers
@@ -33,6 +34,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "daskcaps/pickle/exception_info.h"
 #include "daskcaps/pickle/pickle.h"
 #include "core/pickle/detail/pickle_vm.h"
 #include "fuzz_common.h"
@@ -116,6 +118,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (summary) FUZZ_CHECK(summary->protocol >= 0 && summary->protocol <= 5);
   (void)pk::disassemble(pickle, limits);
   (void)pk::class_reference(pickle, limits);
+  if (auto info = pk::read_exception_info(pickle, limits)) FUZZ_CHECK(info->frames.size() <= pk::ExceptionInfo::kMaxFrames);
 
   auto recoded = pk::recode(pickle, buffers, options, limits);
   if (!recoded) {

@@ -146,6 +146,15 @@ def streams():
             daskwire.cupy_message(np.asfortranarray(arr), codec="lz4"),
             daskwire.cupy_message(arr, type_serialized=daskwire.OLD_CUPY_TYPE)]
     out.append(("cupy", daskwire.stream_of(cupy)))
+    # Dask's error messages in every shape that carries an exception
+    # (daskoracle.error_stream; core/recode/error_pickles.h).
+    import tempfile
+
+    import daskoracle
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "errors.stream")
+        daskoracle.error_stream(path)
+        out.append(("errors", open(path, "rb").read()))
     return out
 
 
@@ -196,6 +205,11 @@ def message_parts(frames):
             if header.get("serializer") == "pickle" and subs:
                 if not comp or comp[0] in (None, False):
                     yield ("pickle", subs[0], [bytes(s) for s in subs[1:]])
+            # The exceptions and tracebacks of error messages: pickles inside
+            # bytes (seeds only: the tool finds them by key and op).
+            if header.get("type") == "bytes" and len(subs) == 1 and (not comp or comp[0] is None) and \
+                    bytes(subs[0][:1]) == b"\x80":
+                yield ("pickle", subs[0], [])
 
 
 # ---------------------------------------------------------------------------

@@ -12,6 +12,9 @@
 //                      is in flight is delivered, then both sides close
 //   done               both connections closed; the bridge destroys it
 //
+// Capture (BridgeObserver::on_bytes): whole messages as they are read and
+// sent; a message cut through as its pieces arrive and leave.
+//
 // Cut-through (core/recode/cut_through.h): a message of at least
 // BridgeOptions::cut_through_bytes, read while nothing else of its side is
 // in flight, is planned as it arrives; once the plan allows it, the new
@@ -74,6 +77,7 @@ class Session {
     RecodeEngine::StreamId stream = 0;  // recodes what this side sends, for the other
     TranscodeOptions for_other;          // that stream's options (cut-through plans)
     std::unique_ptr<CutThrough> cut;     // the message of this side being cut through
+    bool cut_first_in = false;           // its first input piece is still to come (capture)
     std::optional<Bytes> cut_rest;       // what of its last piece waits for the receiver's room
     std::uint64_t cut_wait_at = ~std::uint64_t{0};     // message (offset) the plan waits on ...
     std::uint64_t cut_wait = 0;                        // ... for this many of its bytes
@@ -99,11 +103,12 @@ class Session {
   bool start_cut(Side& s);
   bool pump_cut(Side& s);
   void abort_cut(Side& s, const std::string& why);
-  void send_pieces(Side& to, std::vector<Bytes>& pieces);
+  void send_pieces(Side& to, std::vector<Bytes>& pieces, bool message_start);
   bool take_handshake(Side& s, AssembledMessage&& m);
   void open_streams();
   bool submit(Side& s, RecodeEngine::Input& in);
   void send_message(Side& to, std::span<const Bytes> frames);
+  void observe(Leg leg, Flow flow, const Bytes& prelude, std::span<const Bytes> frames);
   void update_reading(Side& s);
   void fail(const std::string& why);
   void start_closing();
@@ -119,7 +124,7 @@ class Session {
   Side upstream_;
   State state_ = State::handshakes;
   net::Timer handshake_timer_;
-  bool warned_direct_ = false;
+  bool noted_direct_ = false;  // the client sent who_has or ncores_running (logged once)
   bool failed_ = false;
   bool done_ = false;
   std::string to_client_plan_, to_upstream_plan_;

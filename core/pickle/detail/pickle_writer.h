@@ -19,6 +19,10 @@
 //      set/frozenset below 4  builtins.set / builtins.frozenset of a list
 //      bytearray below 5      builtins.bytearray(bytes) (bytearray() if empty)
 //      STACK_GLOBAL below 4   GLOBAL; a dotted qualname via builtins.getattr
+//                             (written first, before any mutation, when its
+//                             name extends a global the pickle mutates: the
+//                             reader takes getattr on a mutated object for a
+//                             call)
 //      names below 3          _compat_pickle's Python 3 -> 2 mapping, unless
 //                             that would not load back to the same name, in
 //                             which case the Python 3 name is kept

@@ -79,7 +79,8 @@ bool Writer::save_int_node(NodeId id) {
   }
   std::string digits;
   if (k == Kind::int_decimal) {
-    digits = (negative ? "-" : "") + std::string(g_.text(id));
+    digits = negative ? "-" : "";
+    digits += g_.text(id);
   } else {
     auto it = int_text_.find(id);
     if (it == int_text_.end()) {

@@ -271,6 +271,7 @@ class Writer {
   // ---- globals ----
   std::uint32_t emit_global(std::string_view module, std::string_view qualname, NodeId for_errors);
   bool save_global_node(NodeId id);
+  bool write_dotted_prologue();
 
   // ---- the task machine ----
   bool save(NodeId id);

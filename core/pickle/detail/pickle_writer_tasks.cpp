@@ -1,6 +1,7 @@
 // The writer's task engine: which node is written when
 // (core/pickle/detail/pickle_writer_impl.h).
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "core/pickle/detail/pickle_tables.h"
@@ -734,6 +735,76 @@ bool Writer::step_items(Task t) {
   }
 }
 
+// Below protocol 4 a dotted global is written as getattr(Outer, 'Inner')
+// from its longest prefix already in the memo, and the reader reads that
+// back as the global only while Outer has no mutations yet (a BUILD on
+// Outer could change Outer.Inner). Globals are one object per name, and
+// the writer writes an object's mutations right after it, so a dotted
+// global written after the mutations of a global its name extends came out
+// as getattr calls: recoding the output again added calls (found by
+// fuzz_pickle). Such dotted globals are therefore written first, each
+// memoized under its name and popped, before anything can be mutated; their
+// later uses fetch them by name (global_memo_).
+bool Writer::write_dotted_prologue() {
+  std::unordered_set<std::string> mutated;
+  for (NodeId id = 0; id < g_.size(); ++id) {
+    const Graph::Node& n = g_.node(id);
+    if (n.kind == Kind::global && n.ops != kEnd) mutated.insert(global_key(g_.text(n.a), g_.text(n.b)));
+  }
+  if (mutated.empty()) return true;
+  // Only the globals the output holds: the reader leaves some behind that
+  // nothing refers to (the getattr(obj, 'add') it read back as ADDITEMS).
+  std::vector<bool> reached(g_.size(), false);
+  std::vector<NodeId> todo;
+  auto reach = [&](NodeId id) {
+    if (id == kNoNode || Graph::is_immediate(id) || id >= g_.size() || reached[id]) return;
+    reached[id] = true;
+    todo.push_back(id);
+  };
+  auto reach_chain = [&](std::uint32_t head) {
+    for (std::uint32_t s = head; s != kEnd; s = g_.segment(s).next) {
+      const Graph::Segment& seg = g_.segment(s);
+      for (std::uint32_t i = 0; i < seg.count; ++i) reach(g_.pool(seg.off + i));
+    }
+  };
+  reach(g_.root());
+  for (NodeId e : g_.effects()) reach(e);
+  while (!todo.empty()) {
+    const NodeId id = todo.back();
+    todo.pop_back();
+    const Graph::Node& n = g_.node(id);
+    switch (n.kind) {
+      case Kind::newobj_ex: reach(n.c()); [[fallthrough]];
+      case Kind::reduce: case Kind::newobj: reach(n.b); [[fallthrough]];
+      case Kind::obj: case Kind::inst: case Kind::persid: case Kind::readonly_view: reach(n.a); break;
+      default: break;
+    }
+    reach_chain(n.items);
+    for (std::uint32_t o = n.ops; o != kEnd; o = g_.op(o).next) {
+      const Graph::Op& op = g_.op(o);
+      if (op.kind == OpKind::build || op.kind == OpKind::effect) {
+        reach(op.ref);
+      } else {
+        reach_chain(op.ref);
+      }
+    }
+  }
+  for (NodeId id = 0; id < g_.size(); ++id) {
+    const Graph::Node& n = g_.node(id);
+    if (n.kind != Kind::global || !reached[id]) continue;
+    const std::string_view module = g_.text(n.a), qualname = g_.text(n.b);
+    bool extends_mutated = false;
+    for (std::size_t dot = qualname.find('.'); dot != std::string_view::npos && !extends_mutated;
+         dot = qualname.find('.', dot + 1))
+      extends_mutated = mutated.count(global_key(module, qualname.substr(0, dot))) > 0;
+    if (!extends_mutated || global_memo_.count(global_key(module, qualname))) continue;
+    emit_global(module, qualname, id);
+    if (failed_) return false;
+    byte(op::POP);
+  }
+  return true;
+}
+
 Result<Written> Writer::run() {
   if (proto_ < 0 || proto_ > kHighestProtocol) {
     return make_error(Errc::usage, "pickle protocol must be 0 to 5, not " + std::to_string(proto_));
@@ -756,6 +827,7 @@ Result<Written> Writer::run() {
     raw(h, 2);
   }
   framing_ = proto_ >= 4;
+  if (proto_ < 4 && !write_dotted_prologue()) return std::move(error_);
 
   // Effects with nothing to hang on: before or after the result, as the
   // reader placed them (Graph::effects_before). Tasks run last-in first-out.

@@ -12,6 +12,7 @@
 #include "daskcaps/caps/gpu.h"
 #include "daskcaps/wire/msgpack.h"
 #include "daskcaps/caps/python_env.h"
+#include "daskcaps/version.h"
 #include "support/scoped_env.h"
 
 using namespace daskcaps;
@@ -330,7 +331,7 @@ TEST_CASE("probe: host probe without Python, with the stand-in driver") {
   options.cuda_driver = DASKCAPS_FAKE_CUDA;
   auto p = probe_host(options);
   REQUIRE(p);
-  CHECK(p->tool_version == DASKCAPS_VERSION);
+  CHECK(p->tool_version == DASKCAPS_VERSION_STRING);
   CHECK(!p->hostname.empty());
   CHECK(p->codecs.size() == 4);
   CHECK(p->gpu.available);

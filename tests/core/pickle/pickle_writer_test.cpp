@@ -443,6 +443,39 @@ TEST_CASE("pickle_writer: every call is written once, distinct objects stay dist
       CHECK(hex(again->pickle) == hex(r->pickle));
     }
   }
+  SUBCASE("a nested class of a global the pickle mutates stays a global below protocol 4") {
+    // (m.Outer with a BUILD, m.Outer.Inner): below 4 the nested class is
+    // getattr(m.Outer, 'Inner'), which reads back as the class only while
+    // m.Outer has no mutation yet. The writer used to write it after
+    // m.Outer's BUILD, so a second recode made getattr calls (the input of
+    // tests/fuzz/regressions/pickle/dotted-global-after-mutations-of-its-prefix-below-protocol-4).
+    const Buffer p = PickleBuilder().proto(4)
+                         .short_binunicode("m").short_binunicode("Outer").op(op::STACK_GLOBAL)
+                         .op(op::EMPTY_DICT).short_binunicode("x").binint1(1).op(op::SETITEM).op(op::BUILD)
+                         .short_binunicode("m").short_binunicode("Outer.Inner").op(op::STACK_GLOBAL)
+                         .op(op::TUPLE2).stop()
+                         .bytes();
+    auto reduces = [](ByteSpan pickle) {
+      auto g = load(pickle);
+      REQUIRE(g);
+      std::size_t n = 0;
+      for (NodeId id = 0; id < g->size(); ++id) n += g->kind(id) == Kind::reduce;
+      return n;
+    };
+    CHECK(reduces(p) == 0);
+    for (int target = 0; target <= 5; ++target) {
+      CAPTURE(target);
+      auto r = recode_to(p, target);
+      REQUIRE(r);
+      check_protocol(r->pickle, target);
+      CHECK(reduces(r->pickle) == 0);
+      CHECK(runs_of(r->pickle, op::BUILD) == 1);
+      auto again = recode_to(r->pickle, target);
+      REQUIRE(again);
+      CHECK(reduces(again->pickle) == 0);
+      CHECK(hex(again->pickle) == hex(r->pickle));
+    }
+  }
   SUBCASE("a call whose state is set after a later call: fetched, built and popped, it is no effect") {
     // obj = m.f(); l = [obj]; c = m.g(l); obj.__setstate__({'owner': c}); result c.
     // Written as ... c, then `GET obj {...} BUILD POP`: that POP drops nothing new.

@@ -15,6 +15,29 @@ bool contains(ByteSpan hay, std::string_view needle) {
   return hay.size() >= needle.size() && ::memmem(hay.data(), hay.size(), needle.data(), needle.size()) != nullptr;
 }
 
+// The op of a client's message when it is one that Dask clients send before
+// a direct transfer to or from workers (who_has before a direct gather,
+// ncores_running before a direct scatter); frame 0 is decoded only when it
+// holds one of the names.
+std::optional<std::string> direct_transfer_op(const Bytes& frame0, const Limits& limits) {
+  static constexpr std::string_view kOps[] = {"who_has", "ncores_running"};
+  if (!contains(frame0.span(), kOps[0]) && !contains(frame0.span(), kOps[1])) return std::nullopt;
+  auto root = msgpack::decode_all(frame0.span(), limits);
+  if (!root) return std::nullopt;
+  auto named = [&](const msgpack::Value& m) -> std::optional<std::string> {
+    const msgpack::Value* op = m.find("op");
+    if (op == nullptr || !op->is_str()) return std::nullopt;
+    for (std::string_view k : kOps)
+      if (op->as_str() == k) return std::string(k);
+    return std::nullopt;
+  };
+  if (root->is_map()) return named(*root);
+  if (root->is_array())
+    for (const msgpack::Value& m : root->as_array())
+      if (auto op = m.is_map() ? named(m) : std::nullopt) return op;
+  return std::nullopt;
+}
+
 // The codec a handshake asks to be written in: its named codec when this
 // build has it, else none.
 Codec advertised_codec(const Handshake& h) {
@@ -172,27 +195,28 @@ void Session::process_messages(Side& s) {
     BridgeStats& st = bridge_.stats_;
     ++st.messages[static_cast<int>(s.leg)][static_cast<int>(Flow::to_bridge)];
     st.bytes[static_cast<int>(s.leg)][static_cast<int>(Flow::to_bridge)] += msg.wire_size;
-    if (bridge_.observer_.wants_messages()) {
-      const Bytes prelude = prelude_of(msg.frames);
-      bridge_.observer_.on_message(id_, s.leg, Flow::to_bridge, prelude.span(), msg.frames);
-    }
+    const bool capturing = bridge_.observer_.wants_bytes();
+    if (capturing) observe(s.leg, Flow::to_bridge, prelude_of(msg.frames), msg.frames);
     if (!s.handshake) {
       if (!take_handshake(s, std::move(msg))) return;
       continue;
     }
-    if (s.leg == Leg::client && !warned_direct_ && !msg.frames.empty() &&
-        (contains(msg.frames[0].span(), "who_has") || contains(msg.frames[0].span(), "ncores_running"))) {
-      warned_direct_ = true;
-      log("warning: the client asks for direct transfers (who_has/ncores_running): it will connect to the "
-          "workers' own addresses, past the bridge; gather and scatter through the scheduler instead "
-          "(Client(direct_to_workers=False), the default outside the cluster)");
+    if (s.leg == Leg::client && !noted_direct_ && !msg.frames.empty()) {
+      if (auto op = direct_transfer_op(msg.frames[0], bridge_.options_.recode.limits)) {
+        noted_direct_ = true;
+        log("info: the client sent " + *op + "; Dask clients send it before they move data to or from workers "
+            "directly (direct_to_workers=True, scatter(direct=True)), and such transfers go to the workers' own "
+            "addresses, not through this bridge");
+      }
     }
     RecodeEngine::Input in;
     in.tag = s.read_index;
     in.offset = msg.offset;
     in.wire_size = msg.wire_size;
     in.frames = std::move(msg.frames);
-    in.storage = std::move(msg.storage);
+    // A capture holds the frames until its thread has written them: the
+    // recoder must not discard their pages.
+    if (!capturing) in.storage = std::move(msg.storage);
     ++s.in_flight;
     const bool last = s.finish_one;
     s.finish_one = false;
@@ -208,7 +232,7 @@ void Session::process_messages(Side& s) {
 
 bool Session::start_cut(Side& s) {
   const BridgeOptions& o = bridge_.options_;
-  if (o.cut_through_bytes == 0 || bridge_.observer_.wants_messages()) return false;
+  if (o.cut_through_bytes == 0) return false;
   if (!s.handshake || s.stream == 0 || s.pending || s.in_flight > 0) return false;
   if (state_ != State::open && !(state_ == State::closing && s.finish_one)) return false;
   Side& to = other(s);
@@ -242,8 +266,9 @@ bool Session::start_cut(Side& s) {
   ++st.messages[static_cast<int>(s.leg)][static_cast<int>(Flow::to_bridge)];
   st.bytes[static_cast<int>(s.leg)][static_cast<int>(Flow::to_bridge)] += p->wire_size;
   s.cut = std::make_unique<CutThrough>(std::move(std::get<CutPlan>(*verdict)));
+  s.cut_first_in = true;
   std::vector<Bytes> first = s.cut->begin();
-  send_pieces(to, first);
+  send_pieces(to, first, /*message_start=*/true);
   s.in.stream_rest();
   return true;
 }
@@ -263,6 +288,11 @@ bool Session::pump_cut(Side& s) {
       s.cut_rest.reset();
     } else if (auto p = s.in.next_piece()) {
       piece = std::move(*p);
+      // What arrived, as it arrived (the first piece starts at the L field).
+      if (bridge_.observer_.wants_bytes()) {
+        bridge_.observer_.on_bytes(id_, s.leg, Flow::to_bridge, std::span<const Bytes>(&piece, 1), s.cut_first_in);
+        s.cut_first_in = false;
+      }
     } else {
       break;
     }
@@ -273,13 +303,13 @@ bool Session::pump_cut(Side& s) {
       }
       const std::size_t k = std::min(kSlice, piece.size() - at);
       if (auto st = s.cut->feed(piece.slice(at, k), out); !st) {
-        send_pieces(to, out);
+        send_pieces(to, out, false);
         abort_cut(s, "its data cannot be decoded: " + st.error().message());
         fail("message " + std::to_string(s.read_index) + " from the " + name(s) + " broke off: " +
              st.error().message());
         return false;
       }
-      send_pieces(to, out);
+      send_pieces(to, out, false);
       at += k;
     }
   }
@@ -315,11 +345,13 @@ void Session::abort_cut(Side& s, const std::string& why) {
   if (to.conn && !to.closed) to.conn->close();
 }
 
-void Session::send_pieces(Side& to, std::vector<Bytes>& pieces) {
+void Session::send_pieces(Side& to, std::vector<Bytes>& pieces, bool message_start) {
   if (!to.conn || to.closed) {
     pieces.clear();
     return;
   }
+  if (!pieces.empty() && bridge_.observer_.wants_bytes())
+    bridge_.observer_.on_bytes(id_, to.leg, Flow::from_bridge, pieces, message_start);
   std::uint64_t size = 0;
   for (Bytes& b : pieces) {
     size += b.size();
@@ -449,8 +481,15 @@ void Session::send_message(Side& to, std::span<const Bytes> frames) {
   BridgeStats& st = bridge_.stats_;
   ++st.messages[static_cast<int>(to.leg)][static_cast<int>(Flow::from_bridge)];
   st.bytes[static_cast<int>(to.leg)][static_cast<int>(Flow::from_bridge)] += size;
-  if (bridge_.observer_.wants_messages())
-    bridge_.observer_.on_message(id_, to.leg, Flow::from_bridge, prelude.span(), frames);
+  if (bridge_.observer_.wants_bytes()) observe(to.leg, Flow::from_bridge, prelude, frames);
+}
+
+void Session::observe(Leg leg, Flow flow, const Bytes& prelude, std::span<const Bytes> frames) {
+  std::vector<Bytes> pieces;
+  pieces.reserve(frames.size() + 1);
+  pieces.push_back(prelude);
+  pieces.insert(pieces.end(), frames.begin(), frames.end());
+  bridge_.observer_.on_bytes(id_, leg, flow, pieces, /*message_start=*/true);
 }
 
 void Session::on_output(RecodeEngine::Output&& out) {

@@ -1,0 +1,82 @@
+#!/usr/bin/python3
+"""The installed headers stand on their own.
+
+`cmake --install` into a temporary prefix, then, for every header under
+include/daskcaps/:
+  - each #include "..." names an installed daskcaps/ header (never a
+    detail/ one, never a path only the source tree has: core/, formats/,
+    cli/, tests/), and no #include <...> names daskcaps/, core/ or detail/;
+  - a translation unit that includes it (twice: its guard works) and
+    nothing else compiles with only the prefix's include/ on the path,
+    under -std=c++20 -Wall -Wextra -Wpedantic -Werror, as a program built
+    on the package would compile it.
+The umbrella header daskcaps/daskcaps.h includes every public header.
+"""
+import concurrent.futures
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from installed import CXX, Install, fail, run, skip_if_sanitized, source_headers  # noqa: E402
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+FLAGS = ["-std=c++20", "-fsyntax-only", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-x", "c++", "-"]
+
+
+def main():
+    skip_if_sanitized("test_headers")
+    with Install() as inst:
+        root = os.path.join(inst.include, "daskcaps")
+        headers = sorted(os.path.relpath(os.path.join(d, n), inst.include)
+                         for d, _, names in os.walk(root) for n in names)
+        if not headers:
+            fail("no header under include/daskcaps")
+        installed = set(headers)
+        problems = []
+        for h in headers:
+            if "/detail/" in h or not h.endswith(".h"):
+                problems.append("%s: installed, but not a public header" % h)
+            with open(os.path.join(inst.include, h)) as f:
+                text = f.read()
+            if not text.startswith("//"):
+                problems.append("%s: no comment at its top saying what it is" % h)
+            for kind, name in INCLUDE.findall(text):
+                if kind == '"':
+                    if not name.startswith("daskcaps/") or "/detail/" in name:
+                        problems.append("%s: includes \"%s\", not a public daskcaps/ header" % (h, name))
+                    elif name not in installed:
+                        problems.append("%s: includes \"%s\", which is not installed" % (h, name))
+                elif re.match(r"(daskcaps|core|formats|cli|tests)/", name) or "detail/" in name:
+                    problems.append("%s: includes <%s>" % (h, name))
+
+        expected = set(source_headers()) | {"daskcaps/version.h", "daskcaps/daskcaps.h"}
+        for missing in sorted(expected - installed):
+            problems.append("%s: a public header that is not installed" % missing)
+        for extra in sorted(installed - expected):
+            problems.append("%s: installed, but no public header of the source tree" % extra)
+        with open(os.path.join(root, "daskcaps.h")) as f:
+            umbrella = set(name for _, name in INCLUDE.findall(f.read()))
+        for missing in sorted(expected - umbrella - {"daskcaps/daskcaps.h"}):
+            problems.append("daskcaps/daskcaps.h: does not include %s" % missing)
+
+        def compile_alone(h):
+            tu = '#include "%s"\n#include "%s"\nint main() { return 0; }\n' % (h, h)
+            r = run([CXX, "-I", inst.include] + FLAGS, input=tu, cwd=inst.root)
+            return h, r
+
+        jobs = max(1, os.cpu_count() or 1)
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+            for h, r in pool.map(compile_alone, headers):
+                if r.returncode != 0:
+                    problems.append("%s: does not compile on its own:\n%s" % (h, (r.stdout + r.stderr)[-3000:]))
+        for p in problems:
+            print(p)
+        if problems:
+            fail("%d problem(s) in the %d installed headers" % (len(problems), len(headers)))
+        print("OK: %d installed headers: each includes only installed public headers and compiles on "
+              "its own against the prefix (%s, -Wall -Wextra -Wpedantic -Werror)" % (len(headers), CXX))
+
+
+if __name__ == "__main__":
+    main()
