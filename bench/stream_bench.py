@@ -8,7 +8,11 @@ Workloads, written by the real Dask (Debian's python3-distributed, lz4):
           (--array-mib), each followed by --small small task-finished-like
           messages (a small NumPy result, so every one holds a
           type-serialized pickle): what a busy scheduler link carries;
-  small   the small messages alone (--small-only of them).
+  small   the small messages alone (--small-only of them);
+  big     one result of a --big-mib (256) MiB rounded random walk, which Dask
+          writes as 64 MiB lz4 shards: recoded in place, frame by frame
+          (lz4 -> zstd, lz4 -> none), and inspected; only their peak RSS
+          above the start counts (the aim: at most 64 MiB).
 
 Measured in the same run, each the best of --repeat:
 
@@ -53,7 +57,12 @@ def small_msg(i):
             "startstops": [{"action": "compute", "start": 1.0 + i, "stop": 1.001 + i}],
             "stimulus_id": f"compute-task-{i}", "result": to_serialize(np.arange(10.0) + i)}
 msgs = []
-if kind == "mixed":
+if kind == "big":
+    n = array_bytes // 8
+    walk = np.round(np.cumsum(rng.normal(size=n)), 2)
+    msgs.append({"op": "task-finished", "status": "OK", "key": "big", "nbytes": walk.nbytes,
+                 "result": to_serialize(walk)})
+elif kind == "mixed":
     n = array_bytes // 8
     for k in range(large):
         walk = np.round(np.cumsum(rng.normal(size=n)), 2)
@@ -163,6 +172,7 @@ def main():
     ap.add_argument("--small-only", type=int, default=100000)
     ap.add_argument("--array-mib", type=float, default=8)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--big-mib", type=int, default=256, help="the big message's array (0: skip it)")
     args = ap.parse_args()
     tool = os.path.join(args.build, "dask-caps")
     e2e = os.path.join(HERE, "..", "tests", "e2e")
@@ -207,6 +217,23 @@ def main():
             print(f"lz4 -> {target}: dask-caps {dc_s:.3f} s, floor {floor:.3f} s ({dc_s / floor:.2f}x), "
                   f"peak RSS {dc_rss / (1 << 20):.0f} MiB = {(dc_rss - base) / array_bytes:.2f}x the largest "
                   f"message above the {base / (1 << 20):.0f} MiB start")
+
+        if args.big_mib:
+            big = os.path.join(d, "big.stream")
+            subprocess.run([sys.executable, "-c", MAKE, e2e, "big", big, "1", "0", str(args.big_mib << 20)],
+                           capture_output=True, check=True, text=True)
+            row = {"mib-on-the-wire": round(os.path.getsize(big) / (1 << 20), 1)}
+            for name, cmd in (("lz4->zstd", ["transcode", big, "-o", os.path.join(d, "big.out"), "--codec", "zstd"]),
+                              ("lz4->none", ["transcode", big, "-o", os.path.join(d, "big.out"), "--codec", "none"]),
+                              ("inspect", ["inspect", "--json", big])):
+                secs, rss, _ = best([tool, *cmd], 1)
+                row[name] = {"s": round(secs, 3), "peak-rss-above-start-mib": round((rss - base) / (1 << 20), 1)}
+                print(f"big ({args.big_mib} MiB array, {row['mib-on-the-wire']} MiB of lz4) {name}: "
+                      f"{secs:.2f} s, peak RSS {(rss - base) / (1 << 20):.1f} MiB above the start")
+            if os.path.exists(os.path.join(d, "big.out")):
+                os.remove(os.path.join(d, "big.out"))
+            os.remove(big)
+            res["big"] = row
 
         py_s, _ = best_inner([sys.executable, "-c", PY_LOAD, e2e, small], args.repeat)
         out = os.path.join(d, "out-small.stream")

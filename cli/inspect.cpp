@@ -24,6 +24,10 @@ namespace daskcaps::cli {
 
 namespace {
 
+// Messages of a raw stream at least this large are read from their frame 0
+// and sub-headers (formats/raw_stream.h).
+constexpr std::uint64_t kInspectStoreBytes = std::uint64_t{16} << 20;
+
 struct InspectOptions {
   std::string input;
   bool json = false;
@@ -115,6 +119,9 @@ void connections_text(std::ostream& out, const std::vector<formats::ConnectionIn
 int run_inspect(const InspectOptions& opt) {
   formats::SourceOptions sopt;
   sopt.capture.ports = opt.ports;
+  // Large messages of a raw stream stay in the file but for their headers:
+  // describe_message() measures their frames in windows.
+  sopt.store_bytes = kInspectStoreBytes;
   auto source = formats::MessageSource::open(opt.input, opt.limits, sopt);
   if (!source) return report_error(opt.input, source.error());
   formats::MessageSource& src = **source;
@@ -142,8 +149,12 @@ int run_inspect(const InspectOptions& opt) {
     bytes += it.wire_size;
     const bool wanted = !opt.message || *opt.message == it.index;
 
-    auto offsets = frame_offsets_for(it.offset, it.frames);
+    auto offsets = frame_offsets_for(it.offset, it.sizes());
     auto parsed = parse_message(std::move(it.frames), opt.limits, offsets);
+    if (parsed && it.store) {
+      parsed->store = std::move(it.store);
+      parsed->frame_sizes = std::move(it.frame_sizes);
+    }
     if (parsed && it.connection && it.at_stream_start && parsed->is_handshake()) {
       auto h = handshake_from_msgpack(parsed->root);
       if (h) {

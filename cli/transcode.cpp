@@ -37,7 +37,10 @@ struct TranscodeCliOptions {
   std::string dask_release = "2022.12";
   std::uint64_t shard_bytes = std::uint64_t{64} << 20;
   unsigned threads = 0;
-  std::uint64_t max_inflight_bytes = std::uint64_t{8} << 20;
+  // Two messages of 4-6 MiB on the wire (8 MiB arrays, lz4) in flight, one
+  // per core of a 2-core host (bench/stream_bench.py), not three.
+  std::uint64_t max_inflight_bytes = std::uint64_t{12} << 20;
+  std::uint64_t in_place_bytes = std::uint64_t{16} << 20;
   bool json = false;
   std::optional<std::size_t> connection;
   std::string direction;
@@ -134,6 +137,9 @@ int run_transcode(TranscodeCliOptions o) {
 
   formats::SourceOptions sopt;
   sopt.capture.ports = o.ports;
+  // Large messages of a raw stream stay in the file but for their headers;
+  // those whose codecs alone change are recoded from there, in place.
+  sopt.store_bytes = o.in_place_bytes;
   sopt.capture.reassembly.only_connection = o.connection;
   if (!o.direction.empty()) {
     auto d = formats::parse_direction(o.direction);
@@ -170,14 +176,18 @@ int run_transcode(TranscodeCliOptions o) {
     in.wire_size = (*m)->wire_size;
     in.frames = std::move((*m)->frames);
     in.storage = std::move((*m)->storage);
+    in.store = std::move((*m)->store);
+    in.frame_sizes = std::move((*m)->frame_sizes);
     return std::optional<RecodeEngine::Input>(std::move(in));
   };
   auto write = [&](std::uint64_t slot, std::span<const Bytes> frames) { return out.write(slot, frames); };
+  auto in_place = [&](std::uint64_t slot, const InPlaceBody& body) { return out.write_in_place(slot, body); };
 
   EngineOptions eopt;
   eopt.threads = o.threads;
   eopt.max_inflight_bytes = o.max_inflight_bytes;
-  auto report = transcode_stream(next, write, *topt, eopt);
+  eopt.in_place_bytes = o.in_place_bytes;
+  auto report = transcode_stream(next, write, *topt, eopt, in_place);
   if (!report) {
     out.abort();
     g_temp_active = 0;
@@ -245,6 +255,10 @@ void add_transcode(CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", o->threads, "worker threads (default: all cores)");
   cmd->add_option("--max-inflight-bytes", o->max_inflight_bytes,
                   "wire bytes of messages being recoded at once (one message always passes)")
+      ->capture_default_str();
+  cmd->add_option("--in-place-bytes", o->in_place_bytes,
+                  "messages of this size and more whose codecs alone change are recoded frame by frame, "
+                  "window by window, into the output (0: never)")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print a JSON summary (schema dask-caps.transcode/1)");
   add_limit_flags(*cmd, o->limits);

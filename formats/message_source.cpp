@@ -19,6 +19,14 @@ std::string_view to_string(InputFormat format) {
   return "raw";
 }
 
+std::vector<std::uint64_t> SourceMessage::sizes() const {
+  if (store != nullptr) return frame_sizes;
+  std::vector<std::uint64_t> out;
+  out.reserve(frames.size());
+  for (const Bytes& f : frames) out.push_back(f.size());
+  return out;
+}
+
 const std::vector<ConnectionInfo>& MessageSource::connections() const {
   static const std::vector<ConnectionInfo> none;
   return none;
@@ -42,6 +50,8 @@ class RawSource final : public MessageSource {
     out.at_stream_start = index == 0;
     out.frames = std::move((*m)->frames);
     out.storage = std::move((*m)->storage);
+    out.store = std::move((*m)->store);
+    out.frame_sizes = std::move((*m)->frame_sizes);
     return std::optional<SourceMessage>(std::move(out));
   }
   InputFormat format() const override { return InputFormat::raw; }
@@ -128,7 +138,7 @@ Result<std::unique_ptr<MessageSource>> MessageSource::open(const std::string& pa
                         "(the first 16 bytes are no message prelude)",
                         0);
   }
-  auto r = RawStreamReader::open(path, limits);
+  auto r = RawStreamReader::open(path, limits, options.store_bytes);
   if (!r) return std::move(r).error();
   return std::unique_ptr<MessageSource>(new RawSource(std::move(*r)));
 }

@@ -62,11 +62,22 @@ struct SourceMessage {
   std::vector<Bytes> frames;
   /// The buffer a large message was read into (core/wire/assembler.h).
   std::shared_ptr<PageBuffer> storage;
+  /// Frames left in the file (SourceOptions::store_bytes): the store and
+  /// every frame's size; a stored frame is an empty Bytes in `frames`.
+  std::shared_ptr<const FrameStore> store;
+  std::vector<std::uint64_t> frame_sizes;
+
+  /// Every frame's size, stored or not.
+  std::vector<std::uint64_t> sizes() const;
 };
 
 struct SourceOptions {
   /// For captures: ports, the connection and direction wanted, windows.
   CaptureOptions capture;
+  /// Raw stream files: a message of at least this many bytes is read from
+  /// its frame 0 and sub-headers only, its other frames left in the file
+  /// (formats/raw_stream.h); 0: every message is read whole.
+  std::uint64_t store_bytes = 0;
 };
 
 class MessageSource {

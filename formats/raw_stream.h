@@ -12,6 +12,15 @@
 // an error before any allocation; memory holds about one message. A file
 // that ends inside a message is Errc::truncated with the offset of that
 // message.
+//
+// Stored frames. Opened with a `store_bytes` (and a regular file), the
+// reader does not read a message of that size or more whole: once its
+// length table is in, it reads frame 0 and every sub-header that frame 0's
+// placeholders name (with pread), and leaves the other frames in the file,
+// to be read in pieces through the message's FrameStore
+// (core/wire/frame_store.h); then it goes on after the message's end. Such
+// a message costs its head, not its size. The file must not change while
+// its frames are wanted; one that has become shorter is Errc::io when read.
 #pragma once
 
 #include <cstdint>
@@ -29,8 +38,10 @@ namespace daskcaps::formats {
 
 class RawStreamReader {
  public:
-  /// Opens a file ("-" reads standard input).
-  static Result<std::unique_ptr<RawStreamReader>> open(const std::string& path, const Limits& limits);
+  /// Opens a file ("-" reads standard input); `store_bytes` (0: never) as
+  /// above.
+  static Result<std::unique_ptr<RawStreamReader>> open(const std::string& path, const Limits& limits,
+                                                       std::uint64_t store_bytes = 0);
   ~RawStreamReader();
   RawStreamReader(const RawStreamReader&) = delete;
   RawStreamReader& operator=(const RawStreamReader&) = delete;
@@ -48,11 +59,17 @@ class RawStreamReader {
   static bool sniff(ByteSpan first_bytes, const Limits& limits);
 
  private:
-  RawStreamReader(int fd, bool owned, std::optional<std::uint64_t> size, const Limits& limits);
+  class File;
+  RawStreamReader(int fd, bool owned, std::optional<std::uint64_t> size, const Limits& limits,
+                  std::uint64_t store_bytes);
   Result<std::size_t> read_some(std::span<std::uint8_t> into);
+  Result<StreamMessage> stored_message(const MessageAssembler::Partial& p);
 
+  std::shared_ptr<File> file_;  // shared with the stores of stored messages
   int fd_;
   bool owned_;
+  Limits limits_;
+  std::uint64_t store_bytes_;
   std::optional<std::uint64_t> size_;
   MessageAssembler assembler_;
   std::size_t index_ = 0;

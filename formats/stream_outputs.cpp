@@ -120,6 +120,82 @@ Status StreamOutputs::write(Slot slot, std::span<const Bytes> frames) {
   return {};
 }
 
+namespace {
+// A message written in place at `base` of a file: contiguous writes are
+// gathered into one buffer, written when a write lands elsewhere, before a
+// move, and at the end.
+class FileMessageSink final : public MessageSink {
+ public:
+  FileMessageSink(AtomicFile& file, std::uint64_t base) : file_(file), base_(base) {}
+
+  Status write_at(std::uint64_t at, ByteSpan bytes) override {
+    if (bytes.empty()) return ok_status();
+    if (!pending_.empty() && at != pending_at_ + pending_.size()) {
+      if (Status s = flush(); !s) return s;
+    }
+    if (pending_.empty()) pending_at_ = at;
+    if (bytes.size() >= kWriteBufferBytes) {
+      if (Status s = flush(); !s) return s;
+      return file_.write_at(base_ + at, bytes);
+    }
+    if (pending_.size() + bytes.size() > kWriteBufferBytes) {
+      if (Status s = flush(); !s) return s;
+      pending_at_ = at;
+    }
+    pending_.append(bytes.data(), bytes.size());
+    return ok_status();
+  }
+
+  Status move(std::uint64_t from, std::uint64_t to, std::uint64_t length) override {
+    if (Status s = flush(); !s) return s;
+    if (from == to || length == 0) return ok_status();
+    Buffer step = Buffer::uninitialised(static_cast<std::size_t>(std::min<std::uint64_t>(length, kWriteBufferBytes)));
+    // Moving back, the front goes first; moving on, the back does.
+    for (std::uint64_t done = 0; done < length;) {
+      const std::uint64_t k = std::min<std::uint64_t>(step.size(), length - done);
+      const std::uint64_t off = to < from ? done : length - done - k;
+      std::span<std::uint8_t> piece(step.data(), static_cast<std::size_t>(k));
+      if (Status s = file_.read_at(base_ + from + off, piece); !s) return s;
+      if (Status s = file_.write_at(base_ + to + off, piece); !s) return s;
+      done += k;
+    }
+    return ok_status();
+  }
+
+  Status flush() {
+    if (pending_.empty()) return ok_status();
+    Status s = file_.write_at(base_ + pending_at_, pending_);
+    pending_.clear();
+    return s;
+  }
+
+ private:
+  AtomicFile& file_;
+  std::uint64_t base_;
+  Buffer pending_;
+  std::uint64_t pending_at_ = 0;
+};
+}  // namespace
+
+Status StreamOutputs::write_in_place(Slot slot, const std::function<Result<std::uint64_t>(MessageSink&)>& body) {
+  File* f = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (slot >= files_.size()) return make_error(Errc::internal, "no output file " + std::to_string(slot));
+    f = files_[slot].get();
+  }
+  if (Status s = f->flush(); !s) return s;
+  const std::uint64_t base = f->file->size();
+  FileMessageSink sink(*f->file, base);
+  auto size = body(sink);
+  if (!size) return std::move(size).error();
+  if (Status s = sink.flush(); !s) return s;
+  if (Status s = f->file->resize(base + *size); !s) return s;
+  ++f->info.messages;
+  f->info.bytes += *size;
+  return {};
+}
+
 Status StreamOutputs::commit() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& f : files_) {

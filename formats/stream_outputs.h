@@ -30,6 +30,7 @@
 #include "daskcaps/base/atomic_file.h"
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/result.h"
+#include "daskcaps/wire/message_sink.h"
 #include "daskcaps/formats/message_source.h"
 
 namespace daskcaps::formats {
@@ -61,6 +62,12 @@ class StreamOutputs {
   /// Appends one message (prelude with the full L, then its frames) to a
   /// slot's file. Calls for one slot must come in order, one at a time.
   Status write(Slot slot, std::span<const Bytes> frames);
+  /// Appends one message written in place: `body` writes it through a
+  /// MessageSink (core/wire/message_sink.h) at offsets from its first byte
+  /// and returns its size, which is where the next message goes (bytes
+  /// written past it are cut). Contiguous writes are gathered, as write()
+  /// gathers small ones. In order with write() for the same slot.
+  Status write_in_place(Slot slot, const std::function<Result<std::uint64_t>(MessageSink&)>& body);
   /// Flushes and renames every file into place.
   Status commit();
   /// Removes every temporary file.

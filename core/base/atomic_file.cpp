@@ -58,6 +58,41 @@ Status AtomicFile::write(ByteSpan bytes) {
   return {};
 }
 
+Status AtomicFile::write_at(std::uint64_t offset, ByteSpan bytes) {
+  if (fd_ < 0) return make_error(Errc::internal, "write after commit");
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail(errno, "cannot write");
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return {};
+}
+
+Status AtomicFile::read_at(std::uint64_t offset, std::span<std::uint8_t> into) const {
+  if (fd_ < 0) return make_error(Errc::internal, "read after commit");
+  std::size_t done = 0;
+  while (done < into.size()) {
+    const ssize_t n = ::pread(fd_, into.data() + done, into.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fail(errno, "cannot read back");
+    if (n == 0) return fail(EIO, "cannot read back");
+    done += static_cast<std::size_t>(n);
+  }
+  return {};
+}
+
+Status AtomicFile::resize(std::uint64_t size) {
+  if (fd_ < 0) return make_error(Errc::internal, "resize after commit");
+  if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) return fail(errno, "cannot resize");
+  if (::lseek(fd_, static_cast<off_t>(size), SEEK_SET) < 0) return fail(errno, "cannot seek");
+  written_ = size;
+  return {};
+}
+
 Status AtomicFile::commit() {
   if (fd_ < 0) return make_error(Errc::internal, "commit twice");
   if (::fsync(fd_) != 0) return fail(errno, "cannot flush");

@@ -6,7 +6,9 @@
 // temporary ".NAME.XXXXXX" file, never a partial NAME.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -28,9 +30,19 @@ class AtomicFile {
   /// destruction.
   Status write(ByteSpan bytes);
   Status write(std::string_view text) { return write(as_bytes(text)); }
+  /// Writes at `offset`, which may be past the end (a hole until written):
+  /// for output whose first bytes are known last (a message recoded in
+  /// place, core/recode/stream_recode.h). Does not move where write()
+  /// appends: resize() does.
+  Status write_at(std::uint64_t offset, ByteSpan bytes);
+  /// Reads back bytes written before (all of `into`, or Errc::io).
+  Status read_at(std::uint64_t offset, std::span<std::uint8_t> into) const;
+  /// Makes the file `size` bytes long (cutting what was written past it)
+  /// and write() append from there.
+  Status resize(std::uint64_t size);
   /// fsync, close and rename over the target.
   Status commit();
-  /// Bytes written so far.
+  /// Bytes written so far (the file's size).
   std::uint64_t size() const { return written_; }
   const std::string& path() const { return path_; }
   const std::string& temp_path() const { return temp_; }

@@ -1,9 +1,11 @@
 #include "daskcaps/recode/describe.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 
+#include "daskcaps/wire/window_codec.h"
 #include "daskcaps/pickle/pickle.h"
 #include "daskcaps/recode/error_pickles.h"
 
@@ -105,12 +107,44 @@ bool is_gpu_type(std::string_view type) {
   return false;
 }
 
+// An object's original frames (its wire frames decompressed and the split
+// undone): every frame's size, and the bytes of those the report reads
+// (the pickles the serializer keeps in its data frames). Only those are
+// kept: the others were measured in windows (core/wire/window_codec.h).
+// A planning pass, without any bytes, records which frames are read.
+struct OriginalFrames {
+  std::vector<std::uint64_t> sizes;
+  std::vector<std::optional<Bytes>> bytes;  // parallel to sizes; nullopt: not kept
+  std::set<std::size_t>* wanted = nullptr;  // planning: the frames read
+};
+
+// Frames [first, first + count) of an object's original frames: all of
+// them, or a collection element's.
+class FrameView {
+ public:
+  FrameView(const OriginalFrames& all, std::size_t first, std::size_t count)
+      : all_(all), first_(first), count_(count) {}
+  std::size_t size() const { return count_; }
+  std::uint64_t length(std::size_t i) const { return all_.sizes[first_ + i]; }
+  FrameView slice(std::size_t at, std::size_t n) const { return FrameView(all_, first_ + at, n); }
+  /// The bytes of frame i, to read a pickle from; null while planning
+  /// (which records the frame as read).
+  const Bytes* bytes(std::size_t i) const {
+    if (all_.wanted != nullptr) all_.wanted->insert(first_ + i);
+    const std::optional<Bytes>& b = all_.bytes[first_ + i];
+    return b ? &*b : nullptr;
+  }
+
+ private:
+  const OriginalFrames& all_;
+  std::size_t first_, count_;
+};
+
 // Fills serializer, type, layout, array, pickles and elements from a
-// sub-header and the object's merged (decompressed, unsplit) frames, when
-// they are available.
+// sub-header and the object's original frames, when they are available.
 // `header_at`: absolute offset of the sub-header frame, for its problems.
-void describe_header(const msgpack::Value& header, const std::vector<Bytes>* merged,
-                     ObjectReport& out, const DescribeOptions& options, std::uint64_t data_base = kNoOffset,
+void describe_header(const msgpack::Value& header, const FrameView* frames, ObjectReport& out,
+                     const DescribeOptions& options, std::uint64_t data_base = kNoOffset,
                      std::uint64_t header_at = kNoOffset) {
   if (const auto* s = header.find("serializer"); s != nullptr && s->is_str())
     out.serializer = s->as_str();
@@ -144,22 +178,19 @@ void describe_header(const msgpack::Value& header, const std::vector<Bytes>* mer
       element.path = out.path + "[" + std::to_string(i) + "]";
       element.placeholder = out.placeholder;
       element.header_frame = out.header_frame;
-      std::vector<Bytes> element_frames;
-      const std::vector<Bytes>* element_ptr = nullptr;
-      if (merged != nullptr && lengths && i < lengths->size() && (*lengths)[i] >= 0 &&
-          static_cast<std::size_t>((*lengths)[i]) <= merged->size() - std::min(at, merged->size())) {
+      std::optional<FrameView> element_frames;
+      if (frames != nullptr && lengths && i < lengths->size() && (*lengths)[i] >= 0 &&
+          static_cast<std::size_t>((*lengths)[i]) <= frames->size() - std::min(at, frames->size())) {
         const std::size_t n = static_cast<std::size_t>((*lengths)[i]);
-        element_frames.assign(merged->begin() + static_cast<std::ptrdiff_t>(at),
-                              merged->begin() + static_cast<std::ptrdiff_t>(at + n));
+        element_frames.emplace(frames->slice(at, n));
         at += n;
-        element_ptr = &element_frames;
         std::uint64_t raw = 0;
-        for (const Bytes& f : element_frames) raw += f.size();
+        for (std::size_t k = 0; k < n; ++k) raw += element_frames->length(k);
         element.raw_bytes = raw;
       }
       if (const auto* key = items[i].find("key"); key != nullptr)
         element.path = out.path + "[" + msgpack::repr(*key, 40) + "]";
-      describe_header(items[i], element_ptr, element, options, kNoOffset, header_at);
+      describe_header(items[i], element_frames ? &*element_frames : nullptr, element, options, kNoOffset, header_at);
       out.elements.push_back(std::move(element));
     }
     return;
@@ -175,16 +206,16 @@ void describe_header(const msgpack::Value& header, const std::vector<Bytes>* mer
   } else if (sub != nullptr && (type == "numpy.ndarray" || type.rfind("numpy.", 0) == 0)) {
     out.array = numpy_layout(*sub);
     if (out.array) out.layout = "cpu";
-    if (out.array && out.array->object_pickle && merged != nullptr && !merged->empty())
-      add_pickle(out, "object array data", (*merged)[0], options, data_base);
+    if (out.array && out.array->object_pickle && frames != nullptr && frames->size() > 0)
+      if (const Bytes* b = frames->bytes(0)) add_pickle(out, "object array data", *b, options, data_base);
     if (const auto* dt = sub->find("dtype"); dt != nullptr && dt->is_array() &&
                                              dt->as_array().size() == 2 &&
                                              dt->as_array()[1].is_bin())
       add_pickle(out, "dtype", dt->as_array()[1].as_bin(), options);
   }
 
-  if (serializer == "pickle" && merged != nullptr && !merged->empty())
-    add_pickle(out, "pickle data", (*merged)[0], options, data_base);
+  if (serializer == "pickle" && frames != nullptr && frames->size() > 0)
+    if (const Bytes* b = frames->bytes(0)) add_pickle(out, "pickle data", *b, options, data_base);
 }
 
 void finish_pickles(ObjectReport& out) {
@@ -211,7 +242,56 @@ void problem(ObjectReport& out, DiagnosticKind kind, const Error& e, std::uint64
   out.problems.push_back(std::move(d));
 }
 
-ObjectReport describe_object(const SubObject& obj, std::optional<ErrorPart> error_part,
+// The size a frame declares in its own header (core/wire/codec.h
+// declared_size), read from memory or from the message's store; nullopt
+// when it declares none (zlib, a zstd frame without a content size) or its
+// codec is unknown.
+std::optional<std::uint64_t> declared_of(const Message& message, std::size_t index, const CompressionValue& cv) {
+  auto codec = codec_of(cv);
+  if (!codec) return std::nullopt;
+  if (*codec == Codec::none) return frame_wire_size(message, index);
+  if (!frame_stored(message, index)) return declared_size(*codec, message.original_frames[index]);
+  auto in = frame_input(message, index);
+  std::uint8_t head[18];
+  std::size_t have = 0;
+  while (have < sizeof head && have < in->size()) {
+    auto p = in->read(have, sizeof head - have);
+    if (!p || p->empty()) return std::nullopt;
+    std::memcpy(head + have, p->data(), p->size());
+    have += p->size();
+  }
+  return declared_size(*codec, ByteSpan(head, have));
+}
+
+// The wire frames of `obj` whose bytes the report reads: those of the
+// original frames that describe_header reads, found by a pass without
+// bytes, and an error message's exception or traceback pickle.
+std::vector<bool> frames_read(const SubObject& obj, const std::optional<SplitLayout>& layout,
+                              std::optional<ErrorPart> error_part, const DescribeOptions& options) {
+  std::vector<bool> keep(obj.frames.size(), false);
+  std::set<std::size_t> wanted;
+  OriginalFrames plan;
+  const std::size_t count = layout ? layout->counts.size() : obj.frames.size();
+  plan.sizes.assign(count, 0);
+  plan.bytes.assign(count, std::nullopt);
+  plan.wanted = &wanted;
+  const FrameView all(plan, 0, count);
+  ObjectReport scratch;
+  scratch.path = obj.path;
+  describe_header(obj.header, &all, scratch, options);
+  if (count > 0 && error_part) wanted.insert(0);
+  for (std::size_t m : wanted) {
+    if (!layout) {
+      keep[m] = true;
+      continue;
+    }
+    const std::size_t off = static_cast<std::size_t>(layout->offsets[m]);
+    for (std::size_t j = off; j < off + layout->counts[m]; ++j) keep[j] = true;
+  }
+  return keep;
+}
+
+ObjectReport describe_object(const Message& message, const SubObject& obj, std::optional<ErrorPart> error_part,
                              const DescribeOptions& options) {
   ObjectReport out;
   out.path = obj.path;
@@ -220,12 +300,33 @@ ObjectReport describe_object(const SubObject& obj, std::optional<ErrorPart> erro
 
   auto codecs = frame_compression(obj);
   if (!codecs) problem(out, DiagnosticKind::bad_sub_header, codecs.error(), obj.header_offset);
-  std::optional<std::vector<Bytes>> decompressed = std::vector<Bytes>{};
+  const std::size_t n = obj.frames.size();
+  const bool serialized = obj.kind == Placeholder::serialized;
+  auto layout = serialized ? split_layout(obj) : Result<std::optional<SplitLayout>>(std::optional<SplitLayout>());
+
+  // Which frames keep their decoded bytes.
+  std::vector<bool> keep(n, true);
+  if (codecs) {
+    std::uint64_t total = 0;
+    bool known = true;
+    for (std::size_t i = 0; i < n && known && total <= options.decode_whole_bytes; ++i) {
+      auto d = declared_of(message, obj.header_frame + 1 + i, (*codecs)[i]);
+      known = d.has_value();
+      total += d.value_or(0);
+    }
+    if (!known || total > options.decode_whole_bytes)
+      keep = serialized && layout ? frames_read(obj, *layout, error_part, options) : std::vector<bool>(n, false);
+  }
+
+  std::vector<std::uint64_t> raw_sizes(n, 0);
+  std::vector<std::optional<Bytes>> kept(n);
+  bool all_decoded = codecs.ok();
   std::uint64_t raw_total = 0;
-  for (std::size_t i = 0; i < obj.frames.size(); ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t index = obj.header_frame + 1 + i;
     FrameReport fr;
-    fr.index = obj.header_frame + 1 + i;
-    fr.wire_bytes = obj.frames[i].size();
+    fr.index = index;
+    fr.wire_bytes = frame_wire_size(message, index);
     out.wire_bytes += fr.wire_bytes;
     if (codecs) {
       const CompressionValue& cv = (*codecs)[i];
@@ -238,24 +339,46 @@ ObjectReport describe_object(const SubObject& obj, std::optional<ErrorPart> erro
       frame_limits.max_decompressed_bytes =
           std::min(options.limits.max_decompressed_bytes,
                    options.limits.max_message_bytes - std::min(raw_total, options.limits.max_message_bytes));
-      auto raw = decompress_frame(cv, obj.frames[i], frame_limits);
-      if (raw) {
-        fr.raw_bytes = raw->size();
-        raw_total += raw->size();
-        if (decompressed) decompressed->push_back(std::move(*raw));
+      Result<std::uint64_t> size{std::uint64_t{0}};
+      auto codec = codec_of(cv);
+      const std::optional<std::uint64_t> declared = declared_of(message, index, cv);
+      if (!codec) {
+        size = codec.error();
+      } else if (*codec == Codec::none) {
+        size = fr.wire_bytes;
+        if (keep[i]) {
+          auto bytes = load_frame(message, index);
+          if (bytes) kept[i] = std::move(*bytes);
+          else size = std::move(bytes).error();
+        }
+      } else if (keep[i] || (!frame_stored(message, index) && declared && *declared <= options.decode_whole_bytes)) {
+        auto bytes = load_frame(message, index);
+        auto raw = bytes ? decompress_frame(cv, *bytes, frame_limits) : Result<Bytes>(std::move(bytes).error());
+        if (raw) {
+          size = raw->size();
+          if (keep[i]) kept[i] = std::move(*raw);
+        } else {
+          size = std::move(raw).error();
+        }
       } else {
-        problem(out, DiagnosticKind::codec_failed, raw.error(),
-                i < obj.frame_offsets.size() ? obj.frame_offsets[i] : kNoOffset, obj.frame_label(i) + ": ");
-        decompressed.reset();
+        auto in = frame_input(message, index);
+        size = measure_frame(*codec, *in, frame_limits.max_decompressed_bytes);
       }
-    } else {
-      decompressed.reset();
+      if (size) {
+        fr.raw_bytes = *size;
+        raw_sizes[i] = *size;
+        raw_total += *size;
+      } else {
+        problem(out, DiagnosticKind::codec_failed, size.error(),
+                i < obj.frame_offsets.size() ? obj.frame_offsets[i] : kNoOffset, obj.frame_label(i) + ": ");
+        all_decoded = false;
+      }
     }
     out.frames.push_back(std::move(fr));
   }
-  if (decompressed) out.raw_bytes = raw_total;
+  if (all_decoded) out.raw_bytes = raw_total;
 
-  if (obj.kind == Placeholder::pickled) {
+  if (!serialized) {
     out.serializer = std::nullopt;
     const msgpack::Value* po = obj.header.find("pickled-obj");
     if (po != nullptr && po->is_bin()) {
@@ -268,20 +391,43 @@ ObjectReport describe_object(const SubObject& obj, std::optional<ErrorPart> erro
     return out;
   }
 
-  auto layout = split_layout(obj);
   if (!layout) {
     problem(out, DiagnosticKind::bad_split, layout.error(), obj.header_offset);
   } else {
     out.split = *layout;
   }
-  std::optional<std::vector<Bytes>> merged;
-  if (decompressed && layout) {
-    auto m = merge_frames(obj, std::move(*decompressed));
-    if (m) {
-      merged = std::move(*m);
+  // The original frames: shards concatenated per the split layout (as
+  // merge_frames does), each with its size, and its bytes where kept.
+  std::optional<OriginalFrames> merged;
+  if (all_decoded && layout) {
+    OriginalFrames m;
+    if (!*layout) {
+      m.sizes = raw_sizes;
+      m.bytes = std::move(kept);
     } else {
-      problem(out, DiagnosticKind::bad_split, m.error(), obj.header_offset);
+      for (std::size_t r = 0; r < (*layout)->counts.size(); ++r) {
+        const std::size_t off = static_cast<std::size_t>((*layout)->offsets[r]);
+        const std::size_t cnt = static_cast<std::size_t>((*layout)->counts[r]);
+        std::uint64_t size = 0;
+        bool have = true;
+        for (std::size_t j = off; j < off + cnt; ++j) {
+          size += raw_sizes[j];
+          have = have && kept[j].has_value();
+        }
+        m.sizes.push_back(size);
+        if (!have) {
+          m.bytes.emplace_back();
+        } else if (cnt == 1) {
+          m.bytes.push_back(kept[off]);
+        } else {
+          Buffer joined;
+          joined.reserve(static_cast<std::size_t>(size));
+          for (std::size_t j = off; j < off + cnt; ++j) joined.append(kept[j]->data(), kept[j]->size());
+          m.bytes.emplace_back(Bytes(std::move(joined)));
+        }
+      }
     }
+    merged = std::move(m);
   }
   // Where the first original frame starts in the input, when it is one raw
   // wire frame (its pickle's offsets can then be made absolute).
@@ -295,12 +441,14 @@ ObjectReport describe_object(const SubObject& obj, std::optional<ErrorPart> erro
     if (count == 1 && first < obj.frame_offsets.size() && !(*codecs)[first].compresses())
       data_base = obj.frame_offsets[first];
   }
-  describe_header(obj.header, merged ? &*merged : nullptr, out, options, data_base, obj.header_offset);
+  std::optional<FrameView> view;
+  if (merged) view.emplace(*merged, 0, merged->sizes.size());
+  describe_header(obj.header, view ? &*view : nullptr, out, options, data_base, obj.header_offset);
 
   // The exceptions and tracebacks of error messages are pickles sent as
   // `bytes` (core/recode/error_pickles.h).
-  if (merged && !merged->empty() && error_part)
-    add_pickle(out, std::string(to_string(*error_part)) + " pickle", (*merged)[0], options, data_base);
+  if (view && view->size() > 0 && error_part)
+    if (const Bytes* b = view->bytes(0)) add_pickle(out, std::string(to_string(*error_part)) + " pickle", *b, options, data_base);
   finish_pickles(out);
   return out;
 }
@@ -362,7 +510,7 @@ std::optional<ArrayLayout> cupy_layout(const msgpack::Value& cai) {
 
 MessageReport describe_message(const Message& message, const DescribeOptions& options) {
   MessageReport r;
-  for (const Bytes& f : message.original_frames) r.frame_sizes.push_back(f.size());
+  for (std::size_t i = 0; i < message.original_frames.size(); ++i) r.frame_sizes.push_back(frame_wire_size(message, i));
   r.op = message.op();
   r.batched_ops = message.batched_ops();
   if (message.is_handshake()) {
@@ -373,7 +521,8 @@ MessageReport describe_message(const Message& message, const DescribeOptions& op
   for (const auto& [frame, part] : error_objects(message)) errors.emplace(frame, part);
   for (const SubObject& obj : message.objects) {
     auto it = errors.find(obj.header_frame);
-    r.objects.push_back(describe_object(obj, it == errors.end() ? std::nullopt : std::optional(it->second), options));
+    r.objects.push_back(
+        describe_object(message, obj, it == errors.end() ? std::nullopt : std::optional(it->second), options));
   }
   r.loose_frames = message.loose_frames;
   r.errors = describe_errors(message, options);

@@ -119,10 +119,20 @@ struct MessageReport {
 struct DescribeOptions {
   Limits limits;
   bool disassemble = false;  // add a pickletools-style listing of each pickle
+  /// An object whose frames declare at most this many decoded bytes in all
+  /// is decoded frame by frame, whole. A larger one (or one whose frames do
+  /// not say: zlib, zstd without a content size) keeps the decoded bytes of
+  /// the frames its pickles are in alone; its other frames are checked and
+  /// measured in windows (core/wire/window_codec.h) without being kept, or
+  /// decoded whole and dropped where they are in memory and declare at most
+  /// this much. The report is the same either way.
+  std::uint64_t decode_whole_bytes = std::uint64_t{16} << 20;
 };
 
 /// Describes every object of a parsed message. Decompresses frames (bounded
-/// by the limits) only to learn sizes and read pickles; never fails on a bad
+/// by the limits) only to learn sizes and read pickles, keeping only what a
+/// pickle needs (DescribeOptions::decode_whole_bytes); frames left in their
+/// file (Message::store) are read from it in pieces. Never fails on a bad
 /// object: its problems are recorded instead.
 MessageReport describe_message(const Message& message, const DescribeOptions& options = {});
 

@@ -61,7 +61,19 @@ std::vector<ErrorReport> describe_errors(const Message& message, const DescribeO
                                [](const SubObject& o, std::uint64_t k) { return o.header_frame < k; });
     if (it == objects.end() || it->header_frame != *slot.header_frame || !holds_bytes(*it)) continue;
     e.header_frame = it->header_frame;
-    auto pickled = pickle_of(*it, options.limits);
+    bool stored = false;
+    for (std::size_t i = 0; i < it->frames.size(); ++i) stored |= frame_stored(message, it->header_frame + 1 + i);
+    if (stored) {
+      // Left in its file (a message of --store-bytes or more): an exception
+      // or traceback that large is not read whole, to keep memory to a window.
+      e.problem = "not read: its frames are larger than a message kept in memory";
+      out.push_back(std::move(e));
+      continue;
+    }
+    // Decoded whole to be read, so no larger than what describe decodes whole.
+    Limits limits = options.limits;
+    limits.max_decompressed_bytes = std::min(limits.max_decompressed_bytes, options.decode_whole_bytes);
+    auto pickled = pickle_of(*it, limits);
     if (!pickled) {
       e.problem = pickled.error().message();
     } else {

@@ -11,6 +11,8 @@
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/message.h"
 #include "daskcaps/wire/msgpack.h"
+#include "daskcaps/wire/serialized.h"
+#include "daskcaps/recode/stream_recode.h"
 
 namespace daskcaps {
 
@@ -84,6 +86,17 @@ RecodeEngine::StreamId RecodeEngine::open_stream(const StreamOptions& options, D
   s->id = next_id_++;
   streams_[s->id] = s;
   return s->id;
+}
+
+void RecodeEngine::wait_for_room(StreamId id, std::uint64_t bytes) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto room = [&] { return stopping_ || inflight_ == 0 || inflight_ + bytes <= options_.max_inflight_bytes; };
+  if (room()) return;
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  std::shared_ptr<Stream> s = it->second;
+  dispatch_locked(lock, s);  // what an open batch holds must go out, or its room never comes back
+  room_cv_.wait(lock, [&] { return room() || s->cancelled; });
 }
 
 std::uint64_t RecodeEngine::inflight_bytes() const {
@@ -231,10 +244,39 @@ RecodeEngine::Output RecodeEngine::run_one(const Stream& s, std::uint64_t seq, I
   Output out;
   out.stream = s.id;
   out.tag = input.tag;
+  out.index = input.index;
   out.seq = seq;
   out.wire_size = input.wire_size;
-  out.frames = recode_message(std::move(input.frames), s.options.transcode, out.report, out.passed_through,
-                              input.offset, std::move(input.storage));
+  const TranscodeOptions& topt = s.options.transcode;
+  if (input.parsed) {
+    Message parsed = std::move(*input.parsed);
+    if (Status st = load_stored_frames(parsed); !st) {
+      out.frames = std::move(st).error();
+      return out;
+    }
+    if (!parsed.storage) parsed.storage = std::move(input.storage);
+    out.frames = transcode_message(std::move(parsed), topt, out.report);
+    return out;
+  }
+  if (input.store) {
+    // Frames left in their file: read in now, and parsed with them.
+    auto offsets = frame_offsets_for(input.offset, std::span<const std::uint64_t>(input.frame_sizes));
+    auto parsed = parse_message(std::move(input.frames), topt.limits, offsets);
+    if (!parsed) {
+      out.frames = std::move(parsed).error();
+      return out;
+    }
+    parsed->store = std::move(input.store);
+    parsed->frame_sizes = std::move(input.frame_sizes);
+    if (Status st = load_stored_frames(*parsed); !st) {
+      out.frames = std::move(st).error();
+      return out;
+    }
+    out.frames = transcode_message(std::move(*parsed), topt, out.report);
+    return out;
+  }
+  out.frames = recode_message(std::move(input.frames), topt, out.report, out.passed_through, input.offset,
+                              std::move(input.storage));
   return out;
 }
 
@@ -349,6 +391,15 @@ void RecodeEngine::cancel(StreamId id) {
   streams_.erase(id);
 }
 
+void RecodeEngine::drain(StreamId id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  std::shared_ptr<Stream> s = it->second;
+  dispatch_locked(lock, s);
+  done_cv_.wait(lock, [&] { return s->cancelled || (s->next_out == s->next_seq && !s->delivering); });
+}
+
 void RecodeEngine::finish(StreamId id) {
   std::unique_lock<std::mutex> lock(mu_);
   auto it = streams_.find(id);
@@ -359,8 +410,69 @@ void RecodeEngine::finish(StreamId id) {
   streams_.erase(id);
 }
 
+namespace {
+
+// Whether the driver recodes `in` in place (see transcode_stream): parses
+// it (into `parsed`) when it may be; leaves `in` as it was otherwise.
+bool goes_in_place(RecodeEngine::Input& in, const TranscodeOptions& options, std::uint64_t in_place_bytes,
+                   std::optional<Message>& parsed) {
+  if (in_place_bytes == 0) return false;
+  if (!options.codec || options.pickle_protocol || options.layout_cpu || options.inline_buffers) return false;
+  // A message of one frame holds no object; a small one cannot decode to
+  // in_place_bytes (zstd makes at most 128 KiB per 4 bytes).
+  if (in.frames.size() < 2) return false;
+  std::vector<std::uint64_t> sizes = in.frame_sizes;
+  if (!in.store) {
+    sizes.clear();
+    for (const Bytes& f : in.frames) sizes.push_back(f.size());
+  }
+  if (in.wire_size == 0) {
+    in.wire_size = prelude_size(sizes.size());
+    for (std::uint64_t k : sizes) in.wire_size += k;
+  }
+  if (!in.store && in.wire_size < in_place_bytes / 32768) return false;
+  auto offsets = frame_offsets_for(in.offset, std::span<const std::uint64_t>(sizes));
+  auto m = parse_message(in.frames, options.limits, offsets);
+  if (!m) return false;  // the engine reports it, in its place
+  m->store = in.store;
+  m->frame_sizes = in.store ? in.frame_sizes : std::vector<std::uint64_t>{};
+  bool big = in.store != nullptr;
+  if (in_place_applies(*m, options)) {
+    std::uint64_t decoded = 0;
+    for (const SubObject& obj : m->objects) {
+      auto codecs = frame_compression(obj);
+      if (!codecs) break;  // the engine reports it
+      for (std::size_t i = 0; i < obj.frames.size() && !big; ++i) {
+        auto action = frame_recode_for((*codecs)[i], *options.codec, options);
+        if (!action || *action == FrameRecode::keep) continue;
+        auto codec = codec_of((*codecs)[i]);
+        if (!codec) continue;
+        const std::size_t index = obj.header_frame + 1 + i;
+        std::optional<std::uint64_t> size;
+        if (*codec == Codec::none) size = frame_wire_size(*m, index);
+        else if (!frame_stored(*m, index)) size = declared_size(*codec, m->original_frames[index]);
+        else size = std::nullopt;  // stored: big already
+        decoded += size.value_or(in_place_bytes);
+        big = decoded >= in_place_bytes;
+      }
+    }
+    if (big) {
+      parsed = std::move(*m);
+      return true;
+    }
+  }
+  // The engine takes it, parsed.
+  m->storage = in.storage;
+  in.parsed = std::move(*m);
+  in.frames.clear();
+  return false;
+}
+
+}  // namespace
+
 Result<TranscodeReport> transcode_stream(const InputFn& next, const OutputFn& write,
-                                         const TranscodeOptions& options, const EngineOptions& engine_options) {
+                                         const TranscodeOptions& options, const EngineOptions& engine_options,
+                                         const InPlaceFn& in_place) {
   RecodeEngine engine(engine_options);
   std::mutex mu;
   std::optional<Error> failed;
@@ -376,7 +488,7 @@ Result<TranscodeReport> transcode_stream(const InputFn& next, const OutputFn& wr
     }
     Status st;
     if (!out.frames)
-      st = std::move(out.frames).error().add_context("message " + std::to_string(out.seq));
+      st = std::move(out.frames).error().add_context("message " + std::to_string(out.index));
     else
       st = write(out.tag, *out.frames);
     std::lock_guard<std::mutex> lock(mu);
@@ -389,7 +501,15 @@ Result<TranscodeReport> transcode_stream(const InputFn& next, const OutputFn& wr
     std::lock_guard<std::mutex> lock(mu);
     return failed.has_value();
   };
-  for (;;) {
+  // The options the engine's stream recodes with (zstd on its workers), for
+  // the messages recoded here to come out the same.
+  TranscodeOptions here = options;
+  if (here.compress.zstd_workers == 0) here.compress.zstd_workers = static_cast<int>(engine.threads());
+  std::uint64_t largest = 0;  // wire size of the largest message so far
+  for (std::uint64_t index = 0;; ++index) {
+    if (has_failed()) break;
+    // Room first, then the message: not one held while submit() waits.
+    engine.wait_for_room(stream, largest);
     if (has_failed()) break;
     auto m = next();
     if (!m) {
@@ -397,7 +517,27 @@ Result<TranscodeReport> transcode_stream(const InputFn& next, const OutputFn& wr
       return std::move(m).error();
     }
     if (!*m) break;
-    if (!engine.submit(stream, std::move(**m))) break;
+    RecodeEngine::Input& in = **m;
+    in.index = index;
+    largest = std::max(largest, in.wire_size);
+    std::optional<Message> parsed;
+    if (in_place && goes_in_place(in, here, engine_options.in_place_bytes, parsed)) {
+      // Everything before it is written first.
+      engine.drain(stream);
+      if (has_failed()) break;
+      TranscodeReport report;
+      Status st = in_place(in.tag, [&](MessageSink& sink) {
+        return transcode_message_in_place(*parsed, here, report, sink);
+      });
+      std::lock_guard<std::mutex> lock(mu);
+      if (!st) {
+        failed = std::move(st).error().add_context("message " + std::to_string(index));
+        break;
+      }
+      total += report;
+      continue;
+    }
+    if (!engine.submit(stream, std::move(in))) break;
   }
   if (has_failed())
     engine.cancel(stream);

@@ -56,6 +56,7 @@
 #include "daskcaps/base/page_buffer.h"
 #include "daskcaps/base/result.h"
 #include "daskcaps/recode/transcode.h"
+#include "daskcaps/wire/message_sink.h"
 
 namespace daskcaps {
 
@@ -68,6 +69,9 @@ struct EngineOptions {
   std::uint64_t batch_bytes = std::uint64_t{64} << 10;
   /// Messages per batch at most.
   std::size_t batch_messages = 64;
+  /// transcode_stream() only: the size from which a message is recoded in
+  /// place (see there); 0: never.
+  std::uint64_t in_place_bytes = std::uint64_t{16} << 20;
 };
 
 /// False when `frame0` (and the message's frame count) show that recoding
@@ -97,16 +101,25 @@ class RecodeEngine {
   /// One message to recode.
   struct Input {
     std::uint64_t tag = 0;      // the caller's, given back with the output
+    std::uint64_t index = 0;    // the caller's, given back with the output
     std::uint64_t offset = 0;   // input offset of the message (error offsets)
     std::uint64_t wire_size = 0;  // its size on the wire (the byte bound); 0: computed
     std::vector<Bytes> frames;
     std::shared_ptr<PageBuffer> storage;  // the buffer it was read into, if its own
+    /// Frames left in their file (core/wire/frame_store.h), read into
+    /// memory before the message is recoded; every frame's size.
+    std::shared_ptr<const FrameStore> store;
+    std::vector<std::uint64_t> frame_sizes;
+    /// The message already parsed from `frames` (which are then empty), to
+    /// spare the worker parsing it again.
+    std::optional<Message> parsed;
   };
 
   /// One message recoded (or its error), in submission order.
   struct Output {
     StreamId stream = 0;
     std::uint64_t tag = 0;
+    std::uint64_t index = 0;
     std::uint64_t seq = 0;          // its position in the stream, from 0
     std::uint64_t wire_size = 0;    // the input's wire size
     Result<std::vector<Bytes>> frames{std::vector<Bytes>{}};
@@ -149,6 +162,8 @@ class RecodeEngine {
   /// Flushes, waits until every message submitted to the stream has been
   /// delivered (callback streams) or queued for poll(), then forgets it.
   void finish(StreamId stream);
+  /// The same, but the stream stays open for more messages.
+  void drain(StreamId stream);
 
   /// Readable while outputs wait for poll() (an eventfd; the engine owns it).
   int event_fd() const { return event_fd_; }
@@ -156,6 +171,11 @@ class RecodeEngine {
   /// order per stream; returns how many.
   std::size_t poll(const Deliver& fn, std::size_t max = SIZE_MAX);
 
+  /// Waits until a message of `bytes` to `stream` would be accepted without
+  /// waiting (or nothing is in flight), sending the stream's open batch to
+  /// the workers first when it must wait: for a reader that would otherwise
+  /// hold the next message while submit() waits.
+  void wait_for_room(StreamId stream, std::uint64_t bytes);
   /// Wire bytes submitted and not yet delivered.
   std::uint64_t inflight_bytes() const;
   unsigned threads() const { return static_cast<unsigned>(workers_.size()); }
@@ -195,13 +215,24 @@ class RecodeEngine {
 /// The driver of `transcode`: reads messages from `next` (nullopt at the
 /// end) on this thread, recodes them on an engine of its own, and hands each
 /// result to `write` in order (on whichever thread delivers it, one call at a
-/// time). Memory stays within the engine's byte bound plus the message being
-/// read. Stops at the first error (reader, recode or writer) and returns it;
+/// time). Memory stays within the engine's byte bound: the next message is
+/// read only once there is room for one as large as the largest so far. Stops at the first error (reader, recode or writer) and returns it;
 /// a recode error gets the context "message <i>", i counting the messages
 /// `next` gave from 0.
+///
+/// With `in_place`, a message whose codecs alone change and that is large
+/// (its frames left in their file, or the frames it recodes declaring
+/// EngineOptions::in_place_bytes or more decoded, or not saying) is recoded on this thread
+/// in place instead (core/recode/stream_recode.h), once every message
+/// before it is written: `in_place` hands it the sink to write the
+/// message's bytes to, in order with `write`. Memory for it: a window,
+/// whatever it decodes to. The bytes are those the engine would deliver.
 using InputFn = std::function<Result<std::optional<RecodeEngine::Input>>()>;
 using OutputFn = std::function<Status(std::uint64_t tag, std::span<const Bytes> frames)>;
+using InPlaceBody = std::function<Result<std::uint64_t>(MessageSink&)>;
+using InPlaceFn = std::function<Status(std::uint64_t tag, const InPlaceBody& body)>;
 Result<TranscodeReport> transcode_stream(const InputFn& next, const OutputFn& write,
-                                         const TranscodeOptions& options, const EngineOptions& engine = {});
+                                         const TranscodeOptions& options, const EngineOptions& engine = {},
+                                         const InPlaceFn& in_place = {});
 
 }  // namespace daskcaps

@@ -6,6 +6,7 @@
 
 #include "daskcaps/recode/error_pickles.h"
 #include "daskcaps/recode/gpu_layout.h"
+#include "daskcaps/recode/stream_recode.h"
 #include "daskcaps/wire/handshake.h"
 #include "daskcaps/pickle/pickle.h"
 #include "daskcaps/wire/serialized.h"
@@ -69,6 +70,32 @@ Result<ClassRef> read_class(ByteSpan type_serialized) {
   if (!ref) return std::move(ref).error();
   return ClassRef{ref->first, ref->second};
 }
+
+// A frame in the message's own buffer: read once, in order
+// (FrameInput::read_once), the pages behind the reads go back as it is
+// decoded, so that the input shrinks while the output grows.
+class PagedFrameInput final : public FrameInput {
+ public:
+  PagedFrameInput(ByteSpan frame, PageBuffer* storage) : frame_(frame), storage_(storage) {}
+  std::uint64_t size() const override { return frame_.size(); }
+  Result<ByteSpan> read(std::uint64_t at, std::size_t max) override {
+    if (once_ && storage_ != nullptr && at >= released_ + kReleaseStep) {
+      storage_->discard(frame_.subspan(static_cast<std::size_t>(released_), static_cast<std::size_t>(at - released_)));
+      released_ = at;
+    }
+    if (at >= frame_.size()) return ByteSpan{};
+    const std::size_t from = static_cast<std::size_t>(at);
+    return frame_.subspan(from, std::min(max, frame_.size() - from));
+  }
+  void read_once() override { once_ = true; }
+
+ private:
+  static constexpr std::uint64_t kReleaseStep = std::uint64_t{1} << 20;
+  ByteSpan frame_;
+  PageBuffer* storage_;
+  bool once_ = false;
+  std::uint64_t released_ = 0;
+};
 
 class ObjectRecoder {
  public:
@@ -369,6 +396,18 @@ class ObjectRecoder {
                                               CompressionValue::named(std::string(codec_name(codec)))};
   }
 
+  // A frame large enough to go from decoder to encoder window by window:
+  // it declares at least stream_frame_bytes decoded, or does not say. (To
+  // raw, the output is the decoded frame: decoding it whole into its
+  // buffer costs one copy less.)
+  bool streams(const CompressionValue& entry, const Bytes& frame, Codec target) const {
+    if (target == Codec::none) return false;
+    auto codec = codec_of(entry);
+    if (!codec) return false;
+    const auto size = *codec == Codec::none ? std::optional<std::uint64_t>(frame.size()) : declared_size(*codec, frame);
+    return !size || *size >= opt_.stream_frame_bytes;
+  }
+
   // Same shards, new codec. A raw frame that stays raw (small or
   // incompressible, Dask's rule) is no change: the header keeps its
   // "compression" list, or its lack of one.
@@ -379,6 +418,19 @@ class ObjectRecoder {
       auto action = frame_recode_for(entry, target, opt_);
       if (!action) return std::move(action).error().add_context(obj.frame_label(i));
       if (*action == FrameRecode::keep) continue;
+      if (streams(entry, obj.frames[i], target)) {
+        PagedFrameInput input(obj.frames[i].span(), inside_storage(obj.frames[i]) ? storage_ : nullptr);
+        BufferFrameSink sink;
+        auto e = recode_frame(input, entry, target, opt_, sink, rep_);
+        if (!e) return std::move(e).error().add_context(obj.frame_label(i));
+        if (!entry.compresses() && !e->compresses()) continue;  // raw, and raw again
+        if (entry.compresses()) release(obj.frames[i]);
+        obj.frames[i] = Bytes(std::move(sink.buffer()));
+        codecs[i] = std::move(*e);
+        changed_ = true;
+        any = true;
+        continue;
+      }
       auto raw = decompress_frame(entry, obj.frames[i], opt_.limits);
       if (!raw) return std::move(raw).error().add_context(obj.frame_label(i));
       auto c = compress_one(*raw, target);
@@ -438,10 +490,12 @@ class ObjectRecoder {
   // the whole message is done. (Raw frames are not released: their decoded
   // form is the frame itself.)
   void release(const Bytes& frame) {
-    if (storage_ == nullptr || frame.size() == 0) return;
+    if (inside_storage(frame)) storage_->discard(frame.span());
+  }
+  bool inside_storage(const Bytes& frame) const {
+    if (storage_ == nullptr || frame.size() == 0) return false;
     const ByteSpan all = storage_->span();
-    if (frame.data() >= all.data() && frame.data() + frame.size() <= all.data() + all.size())
-      storage_->discard(frame.span());
+    return frame.data() >= all.data() && frame.data() + frame.size() <= all.data() + all.size();
   }
 
   const TranscodeOptions& opt_;

@@ -17,7 +17,9 @@
 //    and the compression list are rebuilt.
 //  * codec: every frame is decompressed and compressed again with Dask's
 //    maybe_compress rule for the target codec (small or incompressible
-//    frames stay raw), shard by shard, so split layouts stay valid. Frames
+//    frames stay raw), shard by shard, so split layouts stay valid; where
+//    the codec alone changes, a large frame goes from decoder to encoder
+//    window by window (TranscodeOptions::stream_frame_bytes). Frames
 //    marked false (`cuda` family) are never compressed, as in Dask.
 //    `__Pickled__` buffers are always written raw: Dask 2022.12 does not
 //    decompress them on receipt (spec §3.3).
@@ -58,6 +60,11 @@ struct TranscodeOptions {
   CompressOptions compress;               // zstd level, ...
   MaybeCompressRules rules;               // Dask's maybe_compress thresholds
   std::uint64_t shard_bytes = std::uint64_t{64} << 20;  // distributed.comm.shard
+  /// Frames whose codec alone changes and that declare at least this many
+  /// decoded bytes (or do not say) are recoded window by window
+  /// (core/recode/stream_recode.h recode_frame), never held decoded; the
+  /// same bytes come out. The maximum: every frame whole.
+  std::uint64_t stream_frame_bytes = std::uint64_t{1} << 20;
   Limits limits;
 
   /// True when the options change nothing (every frame passes through).

@@ -15,6 +15,8 @@
 
 #include "daskcaps/base/byte_reader.h"
 #include "core/wire/detail/codec_bounds.h"
+#include "core/wire/detail/codec_contexts.h"
+#include "daskcaps/wire/frame_encoder.h"
 
 namespace daskcaps {
 
@@ -56,55 +58,15 @@ using detail::impossible_size;
 using detail::most_output;
 using detail::too_large;
 
-// For a frame that declares no size: found while decoding it.
-Error decodes_too_large(std::uint64_t limit, std::string_view codec) {
-  return make_error(Errc::limit_exceeded, std::string(codec) + " frame decodes to more than the limit of " +
-                                              std::to_string(limit) + " bytes (--max-decompressed-bytes)");
-}
+using detail::decodes_too_large;
+using detail::thread_zstd_cctx;
+using detail::thread_zstd_dctx;
+using detail::ZstdCompressContext;
+using detail::ZstdDecompressContext;
 
 // What a frame can hold (lz4 255:1, snappy 64:3, zstd 128 KiB per 4 bytes)
-// is core/wire/detail/codec_bounds.h, shared with the streaming decoder.
-
-// ---- per-thread codec state -----------------------------------------------------
-// zstd contexts are made once per thread and reused: making one costs its
-// tables (about 1.3 MiB at level 3) for every frame. A context that a frame
-// made larger than kKeepScratchBytes (level 19's tables, a large window) is
-// given back after that frame, so a thread keeps at most that much between
-// frames. Output buffers are never per-thread scratch: each codec writes
-// into the buffer it returns.
-constexpr std::size_t kKeepScratchBytes = std::size_t{16} << 20;
-
-template <typename Ctx, Ctx* (*Create)(), std::size_t (*Free)(Ctx*), std::size_t (*Size)(const Ctx*)>
-class ThreadContext {
- public:
-  ~ThreadContext() { Free(ctx_); }
-  Ctx* get() {
-    if (ctx_ == nullptr) ctx_ = Create();
-    return ctx_;
-  }
-  /// Gives the context back when it has grown past what a thread may keep.
-  void trim() {
-    if (ctx_ != nullptr && Size(ctx_) > kKeepScratchBytes) {
-      Free(ctx_);
-      ctx_ = nullptr;
-    }
-  }
-
- private:
-  Ctx* ctx_ = nullptr;
-};
-
-using ZstdCompressContext = ThreadContext<ZSTD_CCtx, ZSTD_createCCtx, ZSTD_freeCCtx, ZSTD_sizeof_CCtx>;
-using ZstdDecompressContext = ThreadContext<ZSTD_DCtx, ZSTD_createDCtx, ZSTD_freeDCtx, ZSTD_sizeof_DCtx>;
-
-ZstdCompressContext& thread_zstd_cctx() {
-  thread_local ZstdCompressContext ctx;
-  return ctx;
-}
-ZstdDecompressContext& thread_zstd_dctx() {
-  thread_local ZstdDecompressContext ctx;
-  return ctx;
-}
+// is core/wire/detail/codec_bounds.h, shared with the streaming decoder;
+// the per-thread zstd contexts are core/wire/detail/codec_contexts.h.
 
 // The room compress() and decompress() write into: a Buffer, not zero-filled.
 // Growing it keeps the bytes written so far (moved once at most). With `compact`
@@ -162,10 +124,46 @@ Status compress_into_bound(OutputRoom& room, std::size_t bound, F&& compress_int
   return {};
 }
 
-Status lz4_compress(ByteSpan in, OutputRoom& room) {
+// Writes into room the encoder hands it, within the size it asked for.
+class RoomSink final : public ByteSink {
+ public:
+  RoomSink(std::uint8_t* out, std::size_t cap) : out_(out), cap_(cap) {}
+  Status put(ByteSpan bytes) override {
+    if (bytes.size() > cap_ - used_) return make_error(Errc::internal, "lz4: output past its bound");
+    if (!bytes.empty()) std::memcpy(out_ + used_, bytes.data(), bytes.size());
+    used_ += bytes.size();
+    return ok_status();
+  }
+  std::size_t used() const { return used_; }
+
+ private:
+  std::uint8_t* out_;
+  std::size_t cap_;
+  std::size_t used_ = 0;
+};
+
+// A frame larger than kLz4ChunkBytes is written by FrameEncoder, in chunks
+// (core/wire/frame_encoder.h), so that the streaming recoder writes the
+// same bytes; `longest_run` gets its longest literal run.
+Status lz4_compress(ByteSpan in, OutputRoom& room, std::uint64_t* longest_run = nullptr) {
   if (in.size() > static_cast<std::size_t>(LZ4_MAX_INPUT_SIZE))
     return make_error(Errc::unsupported, "lz4 cannot compress " + std::to_string(in.size()) +
                                              " bytes in one block");
+  if (in.size() > kLz4ChunkBytes) {
+    auto enc = FrameEncoder::start(Codec::lz4, in.size());
+    if (!enc) return std::move(enc).error();
+    // Each chunk's block may end with 16 bytes more than the whole's bound.
+    const std::size_t chunks = in.size() / kLz4ChunkBytes + 1;
+    const std::size_t cap = 4 + static_cast<std::size_t>(LZ4_compressBound(static_cast<int>(in.size()))) + 16 * chunks;
+    std::uint8_t* out = room.room(cap, 0);
+    if (out == nullptr) return no_room(cap);
+    RoomSink sink(out, cap);
+    if (Status s = (*enc)->feed(in, sink); !s) return std::move(s).error();
+    if (Status s = (*enc)->finish(sink); !s) return std::move(s).error();
+    if (longest_run != nullptr) *longest_run = (*enc)->longest_literal_run();
+    room.finish(sink.used());
+    return {};
+  }
   const int bound = LZ4_compressBound(static_cast<int>(in.size()));
   auto into = [&](std::uint8_t* out, std::size_t) -> Result<std::size_t> {
     const std::uint32_t n = static_cast<std::uint32_t>(in.size());
@@ -204,42 +202,34 @@ Status lz4_decompress(ByteSpan in, std::uint64_t max_output, OutputRoom& room) {
   return {};
 }
 
-// Frames at least this large are compressed by several zstd workers when
-// the caller asks for them (CompressOptions::zstd_workers): one large frame
-// then uses every core. Below it, the hand-off costs more than it gains.
-constexpr std::size_t kZstdParallelBytes = std::size_t{2} << 20;
-// The size of one zstd job. Measured on 2 cores (libzstd 1.5.4, level 3, an
-// 8 MiB rounded random walk): 512 KiB jobs (zstd's smallest) take 0.31 s
-// per 8 frames against 0.33 s alone, the workers mostly waiting on each
-// other; 1 MiB jobs take 0.24 s and 2 MiB ones 0.21-0.23 s, but in a whole
-// transcode 1 MiB jobs are as fast as 2 MiB ones for 7 MiB less peak RSS.
-constexpr std::size_t kZstdJobBytes = std::size_t{1} << 20;
-
+// libzstd's streaming compressor with the frame's size pledged, fed the
+// whole input at once (ZSTD_e_continue, then ZSTD_e_end): the bytes
+// FrameEncoder writes from the same input in any pieces
+// (core/wire/frame_encoder.h). (ZSTD_compress2 or ZSTD_compressCCtx on the
+// whole input take a one-pass path that writes other bytes.) Frames of
+// kZstdParallelBytes and more are compressed by `workers` workers of their
+// own context, when asked for.
 Status zstd_compress(ByteSpan in, int level, int workers, OutputRoom& room) {
   ZstdCompressContext& ctx = thread_zstd_cctx();
-  const bool parallel = workers > 1 && in.size() >= kZstdParallelBytes;
-  // A parallel compression gets a context of its own, freed afterwards: its
-  // worker pool and job buffers would otherwise stay with every thread that
-  // ever compressed a large frame.
+  const bool parallel = detail::zstd_parallel(in.size(), workers);
   std::unique_ptr<ZSTD_CCtx, std::size_t (*)(ZSTD_CCtx*)> own(parallel ? ZSTD_createCCtx() : nullptr,
                                                               ZSTD_freeCCtx);
   ZSTD_CCtx* cctx = parallel ? own.get() : ctx.get();
   if (cctx == nullptr) return make_error(Errc::codec_failed, "zstd: out of memory");
-  if (parallel) {
-    ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
-    // Fails on a libzstd built without threads: then it compresses alone.
-    ZSTD_CCtx_setParameter(cctx, ZSTD_c_nbWorkers, workers);
-    // zstd's default job is 4 windows (8 MiB at level 3): a frame of the
-    // size Dask sends would be one job on one thread. Jobs of kZstdJobBytes
-    // keep every worker busy without the hand-offs of the smallest ones.
-    ZSTD_CCtx_setParameter(cctx, ZSTD_c_jobSize, static_cast<int>(kZstdJobBytes));
-  }
+  detail::zstd_prepare(cctx, level, in.size(), workers);
   auto into = [&](std::uint8_t* out, std::size_t cap) -> Result<std::size_t> {
-    const std::size_t written = parallel ? ZSTD_compress2(cctx, out, cap, in.data(), in.size())
-                                         : ZSTD_compressCCtx(cctx, out, cap, in.data(), in.size(), level);
-    if (ZSTD_isError(written))
-      return make_error(Errc::codec_failed, std::string("zstd: ") + ZSTD_getErrorName(written));
-    return written;
+    ZSTD_outBuffer output{out, cap, 0};
+    ZSTD_inBuffer input{in.data(), in.size(), 0};
+    while (input.pos < input.size) {
+      const std::size_t r = ZSTD_compressStream2(cctx, &output, &input, ZSTD_e_continue);
+      if (ZSTD_isError(r)) return make_error(Errc::codec_failed, std::string("zstd: ") + ZSTD_getErrorName(r));
+    }
+    for (;;) {
+      const std::size_t r = ZSTD_compressStream2(cctx, &output, &input, ZSTD_e_end);
+      if (ZSTD_isError(r)) return make_error(Errc::codec_failed, std::string("zstd: ") + ZSTD_getErrorName(r));
+      if (r == 0) return output.pos;
+      if (output.pos == output.size) return make_error(Errc::codec_failed, "zstd: output past its bound");
+    }
   };
   auto st = compress_into_bound(room, ZSTD_compressBound(in.size()), into);
   ctx.trim();
@@ -518,9 +508,16 @@ Result<MaybeCompressed> maybe_compress(Codec c, ByteSpan input, const MaybeCompr
     if (static_cast<double>(small->size()) > rules.ratio * static_cast<double>(sample.size()))
       return out;
   }
-  auto full = compress(c, input, options);
-  if (!full) return std::move(full).error();
+  std::uint64_t longest_run = 0;
+  BufferRoom room(/*compact=*/true);
+  if (Status st = c == Codec::lz4 ? lz4_compress(input, room, &longest_run) : compress_into(c, input, room, options);
+      !st)
+    return std::move(st).error();
+  std::optional<Buffer> full(room.take());
   if (static_cast<double>(full->size()) > rules.ratio * static_cast<double>(input.size())) return out;
+  // A literal run the streaming encoder would have to hold whole stays raw
+  // (core/wire/frame_encoder.h), here too, so that both write the same.
+  if (longest_run > kLz4MaxLiteralRun) return out;
   out.compressed = true;
   out.data = std::move(*full);
   return out;

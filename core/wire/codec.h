@@ -64,7 +64,13 @@ struct CompressOptions {
 };
 
 /// Compresses a whole buffer in the codec's Dask format. Fails only for
-/// inputs the format cannot hold (e.g. lz4 above 2^31 - 1 bytes).
+/// inputs the format cannot hold (e.g. lz4 above 2^31 - 1 bytes). The bytes
+/// are those FrameEncoder writes from the same input in pieces
+/// (core/wire/frame_encoder.h): lz4 frames up to 4 MiB and snappy and zlib
+/// frames are what python-lz4, python-snappy and zlib write; larger lz4
+/// frames are joined from 4 MiB chunks, and zstd frames come from libzstd's
+/// streaming compressor (valid frames that every decoder reads, a few bytes
+/// away from what a one-pass compressor writes).
 Result<Buffer> compress(Codec c, ByteSpan input, const CompressOptions& options = {});
 
 /// Decompresses one frame; the output may not exceed max_output bytes.
@@ -122,7 +128,10 @@ struct MaybeCompressed {
 /// and the frame stays raw unless it shrinks to at most ratio of its size;
 /// then the whole frame is compressed and kept only if it, too, is at most
 /// ratio of the input. Dask picks the sample offsets at random; we take them
-/// evenly spread, so the same input always gives the same output.
+/// evenly spread, so the same input always gives the same output. One rule
+/// of our own: an lz4 frame with a literal run (bytes no match covers) of
+/// more than kLz4MaxLiteralRun stays raw (core/wire/frame_encoder.h says
+/// why).
 Result<MaybeCompressed> maybe_compress(Codec c, ByteSpan input, const MaybeCompressRules& rules = {},
                                        const CompressOptions& options = {});
 

@@ -48,6 +48,83 @@ std::vector<std::uint64_t> frame_offsets_for(std::uint64_t offset, std::span<con
   return out;
 }
 
+std::vector<std::uint64_t> frame_offsets_for(std::uint64_t offset, std::span<const std::uint64_t> sizes) {
+  std::vector<std::uint64_t> out;
+  out.reserve(sizes.size());
+  std::uint64_t at = offset + prelude_size(sizes.size());
+  for (std::uint64_t n : sizes) {
+    out.push_back(at);
+    at += n;
+  }
+  return out;
+}
+
+bool frame_stored(const Message& message, std::size_t index) {
+  return message.store != nullptr && index < message.frame_sizes.size() && index < message.original_frames.size() &&
+         message.original_frames[index].size() != message.frame_sizes[index];
+}
+
+std::uint64_t frame_wire_size(const Message& message, std::size_t index) {
+  if (message.store != nullptr && index < message.frame_sizes.size()) return message.frame_sizes[index];
+  return index < message.original_frames.size() ? message.original_frames[index].size() : 0;
+}
+
+std::unique_ptr<FrameInput> frame_input(const Message& message, std::size_t index) {
+  if (frame_stored(message, index))
+    return std::make_unique<StoredFrameInput>(message.store, index, message.frame_sizes[index]);
+  return std::make_unique<SpanFrameInput>(message.original_frames[index].span());
+}
+
+namespace {
+Status read_stored(const Message& message, std::size_t index, std::uint8_t* into) {
+  const std::uint64_t size = message.frame_sizes[index];
+  for (std::uint64_t at = 0; at < size;) {
+    auto got = message.store->read(index, at,
+                                   std::span<std::uint8_t>(into + at, static_cast<std::size_t>(size - at)));
+    if (!got) return std::move(got).error();
+    if (*got == 0) return make_error(Errc::io, "frame " + std::to_string(index) + " ended early in its file");
+    at += *got;
+  }
+  return ok_status();
+}
+}  // namespace
+
+Result<Bytes> load_frame(const Message& message, std::size_t index) {
+  if (!frame_stored(message, index)) return message.original_frames[index];
+  Buffer b = Buffer::uninitialised(static_cast<std::size_t>(message.frame_sizes[index]));
+  if (Status s = read_stored(message, index, b.data()); !s) return std::move(s).error();
+  return Bytes(std::move(b));
+}
+
+Status load_stored_frames(Message& message) {
+  if (message.store == nullptr) return ok_status();
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < message.original_frames.size(); ++i)
+    if (frame_stored(message, i)) total += message.frame_sizes[i];
+  auto buffer = PageBuffer::reserve(static_cast<std::size_t>(std::max<std::uint64_t>(total, 1)));
+  if (!buffer) return std::move(buffer).error();
+  std::shared_ptr<PageBuffer> owner = std::move(*buffer);
+  owner->resize(static_cast<std::size_t>(total));
+  std::vector<Bytes> loaded(message.original_frames.size());
+  std::uint64_t at = 0;
+  for (std::size_t i = 0; i < message.original_frames.size(); ++i) {
+    if (!frame_stored(message, i)) {
+      loaded[i] = message.original_frames[i];
+      continue;
+    }
+    if (Status s = read_stored(message, i, owner->data() + at); !s) return s;
+    loaded[i] = bytes_of(owner, static_cast<std::size_t>(at), static_cast<std::size_t>(message.frame_sizes[i]));
+    at += message.frame_sizes[i];
+  }
+  for (SubObject& obj : message.objects)
+    for (std::size_t i = 0; i < obj.frames.size(); ++i) obj.frames[i] = loaded[obj.header_frame + 1 + i];
+  message.original_frames = std::move(loaded);
+  message.storage = std::move(owner);
+  message.store.reset();
+  message.frame_sizes.clear();
+  return ok_status();
+}
+
 namespace {
 
 struct Found {
@@ -229,6 +306,15 @@ Result<Message> parse_message(std::vector<Bytes> frames, const Limits& limits,
   return msg;
 }
 
+Bytes encode_sub_header(const SubObject& obj) {
+  const msgpack::Value* count = obj.header.find("num-sub-frames");
+  if (count != nullptr && count->to_uint64() == std::optional<std::uint64_t>(obj.frames.size()))
+    return Bytes(msgpack::encode(obj.header));
+  msgpack::Value header = obj.header;
+  header.set("num-sub-frames", msgpack::Value::uinteger(obj.frames.size()));
+  return Bytes(msgpack::encode(header));
+}
+
 Result<std::vector<Bytes>> assemble_message(const Message& message, bool root_unchanged) {
   // New index of every object, in their (sorted) order.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> remap;  // old k -> new k, sorted by old k
@@ -258,14 +344,7 @@ Result<std::vector<Bytes>> assemble_message(const Message& message, bool root_un
     out.emplace_back(msgpack::encode(message.root));
   }
   for (const SubObject& obj : message.objects) {
-    const msgpack::Value* count = obj.header.find("num-sub-frames");
-    if (count != nullptr && count->to_uint64() == std::optional<std::uint64_t>(obj.frames.size())) {
-      out.emplace_back(msgpack::encode(obj.header));
-    } else {
-      msgpack::Value header = obj.header;
-      header.set("num-sub-frames", msgpack::Value::uinteger(obj.frames.size()));
-      out.emplace_back(msgpack::encode(header));
-    }
+    out.push_back(encode_sub_header(obj));
     for (const Bytes& f : obj.frames) out.push_back(f);
   }
   for (std::size_t i : message.loose_frames) {

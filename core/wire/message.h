@@ -29,6 +29,7 @@
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/limits.h"
 #include "daskcaps/base/page_buffer.h"
+#include "daskcaps/wire/frame_store.h"
 #include "daskcaps/wire/msgpack.h"
 #include "daskcaps/base/result.h"
 
@@ -64,6 +65,12 @@ struct Message {
   /// (core/wire/assembler.h): a recoder may discard() the pages of a frame
   /// it has decoded and will not read again.
   std::shared_ptr<PageBuffer> storage;
+  /// Frames left in their file (core/wire/frame_store.h): null when every
+  /// frame is in memory. A stored frame is an empty Bytes in
+  /// original_frames and in its object's frames; `frame_sizes` then holds
+  /// every frame's size.
+  std::shared_ptr<const FrameStore> store;
+  std::vector<std::uint64_t> frame_sizes;
 
   /// The "op" of frame 0 when it is a map with a string "op".
   std::optional<std::string> op() const;
@@ -95,8 +102,28 @@ std::vector<std::pair<Placeholder, std::uint64_t>> placeholder_frames(const msgp
 /// moved, frame 0 is the original frame, not encoded again.
 Result<std::vector<Bytes>> assemble_message(const Message& message, bool root_unchanged = false);
 
+/// The sub-header frame of `obj` as assemble_message() writes it (its
+/// "num-sub-frames" set to its frame count).
+Bytes encode_sub_header(const SubObject& obj);
+
 /// Absolute offsets of each frame of a message that starts at `offset` on the
 /// wire (after the 16 + 8n prelude).
 std::vector<std::uint64_t> frame_offsets_for(std::uint64_t offset, std::span<const Bytes> frames);
+std::vector<std::uint64_t> frame_offsets_for(std::uint64_t offset, std::span<const std::uint64_t> sizes);
+
+// Frames wherever they are (in memory, or in the message's store); `index`
+// is a frame's absolute index in the message.
+
+/// True when frame `index` is in the store, not in memory.
+bool frame_stored(const Message& message, std::size_t index);
+/// The frame's size on the wire.
+std::uint64_t frame_wire_size(const Message& message, std::size_t index);
+/// The frame, to read in pieces.
+std::unique_ptr<FrameInput> frame_input(const Message& message, std::size_t index);
+/// The frame in memory: itself, or read whole from the store.
+Result<Bytes> load_frame(const Message& message, std::size_t index);
+/// Reads every stored frame into memory (into one buffer); the message is
+/// then like one read whole, with no store.
+Status load_stored_frames(Message& message);
 
 }  // namespace daskcaps

@@ -151,6 +151,19 @@ class Transcode:
                         if target != "none":
                             self.assertIn(target, named, "nothing was compressed")
 
+    def test_in_place_is_the_whole_path(self):
+        """Every message whose codecs alone change recoded in place, frame
+        by frame (--in-place-bytes 1), gives the bytes of the whole-message
+        path (--in-place-bytes 0), and this Dask loads them."""
+        for source in corpus.CODECS:
+            for names, data in self.streams_by_options(source):
+                for target in ["none", "lz4", "zstd", "snappy", "zlib"]:
+                    with self.subTest(source=source, target=target, first=names[0]):
+                        placed = self.run_transcode(data, "--codec", target, "--in-place-bytes", "1")
+                        whole = self.run_transcode(data, "--codec", target, "--in-place-bytes", "0")
+                        self.assertEqual(placed, whole)
+                        self.assert_loads_equal(names, placed)
+
     def test_pickle_protocols(self):
         for source in [None, "lz4"]:
             for names, data in self.streams_by_options(source):

@@ -23,6 +23,8 @@ under /usr/bin/python3. The seeds:
               fuzz_stream_codec's control byte
   cut_through every message of those streams, behind fuzz_cut_through's 2
               control bytes (piece sizes, receiver)
+  stream_recode  every message of those streams, behind fuzz_stream_recode's
+              2 control bytes (target codec and rules, stored or not)
   pickle      CPython's pickles of the pickle oracle corpus
               (tests/e2e/test_pickle_oracle.py) at protocols 0-5 and 5 with
               out-of-band buffers, the pickles inside the Dask messages, and
@@ -434,6 +436,12 @@ def main():
         # Each message again for the cut-through path, one receiver each.
         for k, frames in enumerate(msgs):
             c.add("cut_through", "msg-%s-%d" % (name, k), bytes([(i + k) & 0xFF, (i + k) & 3]) + frame(frames))
+        # And recoded window by window: every target, thresholds scaled
+        # down or not, stored or not.
+        for k, frames in enumerate(msgs):
+            t = (i + k) % 5
+            c.add("stream_recode", "msg-%s-%d" % (name, k),
+                  bytes([t | (8 if (i + k) % 2 else 0) | (16 if (i + k) % 7 == 3 else 0), (i + k) & 1]) + frame(frames))
         # The client stream fed to fuzz_rpc's server side (and its client side).
         c.add("rpc", "client-stream-" + name, bytes([i & 0xFF, 0]) + data[:8192])
     for name, data in parts_msgpack:

@@ -20,6 +20,9 @@ to make the tool allocate far more than it holds or than it is worth:
   past-end        message lengths and frame lengths past the end of the file
   garbage         random files, random frames under every codec, bit flips of
                   a real message
+  true-bomb       (not among the above; --true-bombs) frames of every codec
+                  that really decode to 256 MiB or 1 GiB, sized and unsized,
+                  at the default limits
 
 A bomb whose claim is true and within the limit is ordinary data: the tool
 must decode it, and it costs its size. Those are written only together with
@@ -563,6 +566,83 @@ def gen_garbage(rng, i):
     return data, {"claim": None, "kind": kind, "note": f"garbage {kind} ({codec})"}
 
 
+# ---- true bombs at the default limits ---------------------------------------
+#
+# Frames that really decode to 256 MiB or 1 GiB of zeros, within the default
+# --max-decompressed-bytes: ordinary data that the tool must decode, and for
+# which inspect and transcode must keep their memory to a window, not the
+# size. Each is written without ever holding the zeros (cheap in CI):
+#   lz4     one literal, one match at offset 1, five literals (the block
+#           liblz4 writes for zeros is the same shape, its match cut into
+#           runs of the longest length its encoder writes);
+#   snappy  one literal, then copies of 64 bytes at offset 1 (what snappy
+#           writes for zeros, but for its 64 KiB fragments);
+#   zstd    zstandard's streaming compressor fed 1 MiB of zeros at a time,
+#           with the content size in the header (as Dask writes it) or
+#           without (as a streaming writer may);
+#   zlib    1 MiB of zeros deflated and fully flushed, the same bytes
+#           repeated (a full flush forgets the history), an empty last
+#           block, the Adler-32 of the zeros.
+
+TRUE_BOMB_SIZES = {"256m": 256 << 20, "1g": 1 << 30}
+TRUE_BOMB_KINDS = [("lz4", True), ("snappy", True), ("zstd", True), ("zstd", False), ("zlib", False)]
+
+
+def lz4_zeros(n):
+    ext = n - 6 - 4 - 15  # the match is n - 6 bytes: 4, 15 in the token, the rest in length bytes
+    block = b"\x1f\x00\x01\x00" + b"\xff" * (ext // 255) + bytes([ext % 255]) + b"\x50" + bytes(5)
+    return struct.pack("<I", n) + block
+
+
+def snappy_zeros(n):
+    copies, rest = divmod(n - 1, 64)
+    out = uvarint(n) + b"\x00\x00" + b"\xfe\x01\x00" * copies
+    if rest:
+        out += bytes([((rest - 1) << 2) | 2, 1, 0])
+    return out
+
+
+def zstd_zeros(n, sized):
+    c = zstandard.ZstdCompressor(level=3, write_content_size=sized)
+    co = c.compressobj(size=n if sized else -1)
+    chunk = bytes(1 << 20)
+    parts = [co.compress(chunk) for _ in range(n >> 20)]
+    parts.append(co.flush())
+    return b"".join(parts)
+
+
+def zlib_zeros(n):
+    co = zlib.compressobj(6, zlib.DEFLATED, -15)
+    chunk = co.compress(bytes(1 << 20)) + co.flush(zlib.Z_FULL_FLUSH)
+    last = zlib.compressobj(6, zlib.DEFLATED, -15).flush()  # an empty final block
+    adler = ((n % 65521) << 16) | 1  # of zeros: A stays 1, B adds it n times
+    return b"\x78\x9c" + chunk * (n >> 20) + last + struct.pack(">I", adler)
+
+
+def true_bombs(out_dir, sizes):
+    """Writes every true bomb of the named sizes (TRUE_BOMB_SIZES keys);
+    returns the manifest (class "true-bomb")."""
+    os.makedirs(out_dir, exist_ok=True)
+    manifest = []
+    for name in sizes:
+        n = TRUE_BOMB_SIZES[name]
+        for codec, sized in TRUE_BOMB_KINDS:
+            frame = {"lz4": lambda: lz4_zeros(n), "snappy": lambda: snappy_zeros(n),
+                     "zstd": lambda: zstd_zeros(n, sized), "zlib": lambda: zlib_zeros(n)}[codec]()
+            kind = f"{codec}-{'sized' if sized else 'unsized'}"
+            path = os.path.join(out_dir, f"true-bomb-{name}-{kind}.stream")
+            data = stream(one_buffer(frame, codec))
+            with open(path, "wb") as f:
+                f.write(data)
+            manifest.append({"file": os.path.basename(path), "class": "true-bomb", "kind": kind, "bytes": len(data),
+                             "claim": n, "note": f"true {codec} bomb of {n >> 20} MiB "
+                                                 f"({'sized' if sized else 'no size in the frame'})",
+                             "flags": []})
+    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    return manifest
+
+
 GENERATORS = {
     "lz4-bomb": gen_lz4, "zstd-bomb": gen_zstd, "snappy-bomb": gen_snappy, "zlib-bomb": gen_zlib,
     "msgpack-counts": gen_msgpack, "pickle-counts": gen_pickle, "frame-counts": gen_frames,
@@ -596,7 +676,13 @@ def main():
     ap.add_argument("--count", type=int, default=2000, help="inputs in all (spread over the classes)")
     ap.add_argument("--seed", default="10")
     ap.add_argument("--classes", default=",".join(CLASSES))
+    ap.add_argument("--true-bombs", help="write the true bombs of these sizes instead (256m,1g)")
     args = ap.parse_args()
+    if args.true_bombs:
+        manifest = true_bombs(args.out_dir, [s for s in args.true_bombs.split(",") if s])
+        total = sum(m["bytes"] for m in manifest)
+        print(f"make_hostile.py: {len(manifest)} true bombs, {total / 2**20:.1f} MiB, in {args.out_dir}")
+        return
     classes = [c for c in args.classes.split(",") if c]
     unknown = [c for c in classes if c not in GENERATORS]
     if unknown:

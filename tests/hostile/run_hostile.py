@@ -13,6 +13,12 @@ not a measured time).
 
     run_hostile.py --tool build/dask-caps --class lz4-bomb --count 24
     run_hostile.py --tool build/dask-caps --corpus DIR     (a corpus already made)
+    run_hostile.py --tool build/dask-caps --true-bombs 256m,1g
+
+The true bombs (make_hostile.true_bombs: every codec, 256 MiB and 1 GiB of
+real output, sized and unsized) run through inspect and through transcode
+to every codec, their codec alone changing: exit 0 (or 3), one line, under
+the same bound.
 
 Exit status 0 when every run passed, 1 otherwise (each failure is printed).
 """
@@ -91,6 +97,12 @@ def commands_for(entry, path, out_dir):
     flags = list(entry.get("flags", []))
     target = TARGETS.get(entry["class"], "zstd")
     out = os.path.join(out_dir, "out.stream")
+    if entry["class"] == "true-bomb":
+        # Real data: decoded and written again to every codec, its codec
+        # alone changing (the streaming path).
+        return [("inspect", ["inspect", path, *flags], None)] + [
+            (f"transcode-{c}", ["transcode", path, "-o", out, "--codec", c, *flags], out)
+            for c in ("none", "lz4", "zstd", "snappy", "zlib")]
     return [
         ("inspect", ["inspect", path, *flags], None),
         ("transcode", ["transcode", path, "-o", out, "--codec", target, "--pickle-protocol", "4", *flags], out),
@@ -163,6 +175,7 @@ def main():
     ap.add_argument("--count", type=int, default=24, help="inputs per class when generating")
     ap.add_argument("--seed", default="10")
     ap.add_argument("--corpus", help="run this corpus (with its manifest.json) instead of generating one")
+    ap.add_argument("--true-bombs", help="generate and run the true bombs of these sizes (256m,1g) instead")
     ap.add_argument("--rss-mib", type=float,
                     default=float(os.environ.get("DASKCAPS_HOSTILE_RSS_MIB", "256")))
     ap.add_argument("--hang-seconds", type=float, default=300)
@@ -170,7 +183,10 @@ def main():
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
-        if args.corpus:
+        if args.true_bombs:
+            corpus = tmp
+            manifest = make_hostile.true_bombs(corpus, [x for x in args.true_bombs.split(",") if x])
+        elif args.corpus:
             corpus = args.corpus
             with open(os.path.join(corpus, "manifest.json")) as f:
                 manifest = json.load(f)

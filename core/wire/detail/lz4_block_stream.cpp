@@ -189,7 +189,7 @@ Error Lz4BlockStream::error(std::string what) const {
 }
 
 Status Lz4BlockStream::next_window(std::vector<Bytes>& out) {
-  if (window_.next(out)) return ok_status();
+  if (window_.next(out)) return drain_ ? drain_(out) : ok_status();
   return error("block makes more than the " + std::to_string(output_) + " bytes its prefix says");
 }
 

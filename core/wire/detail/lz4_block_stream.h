@@ -30,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "daskcaps/base/bytes.h"
@@ -52,6 +53,15 @@ class Lz4BlockStream {
   Status finish(std::vector<Bytes>& out);
   /// Output bytes handed out in all.
   std::uint64_t handed_out() const { return window_.handed_out(); }
+
+  /// Called inside feed() with the pieces handed out so far each time a
+  /// window is full, for a caller that passes them on (and clears the
+  /// vector) there and then: one match can make up to the whole output
+  /// from the length bytes of earlier pieces, and the windows of one feed()
+  /// would otherwise all be held until it returns. Its error stops the
+  /// decoding and is returned by feed().
+  using Drain = std::function<Status(std::vector<Bytes>&)>;
+  void set_drain(Drain drain) { drain_ = std::move(drain); }
 
   // Which of liblz4's paths reads a sequence (see the .cpp).
   enum class Kind : std::uint8_t { fast, shortcut, safe };
@@ -98,6 +108,7 @@ class Lz4BlockStream {
   const std::uint8_t* chunk_ = nullptr;
   std::int64_t chunk_pos_ = 0;
   std::int64_t consumed_ = 0;  // block bytes decoded before this piece
+  Drain drain_;
 };
 
 }  // namespace daskcaps::detail

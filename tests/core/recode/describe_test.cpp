@@ -8,6 +8,7 @@
 #include "support/dask_builder.h"
 #include "support/example_streams.h"
 #include "support/pickle_builder.h"
+#include "support/stored_frames.h"
 
 using namespace daskcaps;
 using namespace testsupport;
@@ -356,4 +357,101 @@ TEST_CASE("describe: numpy and CuPy layouts from their headers alone") {
   CHECK(cu->library == "cupy");
   CHECK(cu->order == "C");  // CuPy's nil strides mean C order
   CHECK(cu->strides.empty());
+}
+
+namespace {
+
+// Everything a report says about an object, as text, to compare reports.
+std::string flat(const ObjectReport& o) {
+  std::string s = o.path + "|" + o.placeholder + "|" + o.serializer.value_or("-") + "|" + o.type.value_or("-") + "|" +
+                  o.layout + "|" + std::to_string(o.wire_bytes) + "|" +
+                  (o.raw_bytes ? std::to_string(*o.raw_bytes) : "-") + "|" + std::to_string(o.pickle_protocol) + "|" +
+                  (o.array ? o.array->dtype + o.array->order : "-") + "\n";
+  for (const FrameReport& f : o.frames)
+    s += " frame " + std::to_string(f.index) + " " + std::to_string(f.wire_bytes) + " " +
+         (f.raw_bytes ? std::to_string(*f.raw_bytes) : "-") + " " + f.compression + "\n";
+  for (const PickleReport& p : o.pickles) {
+    s += " pickle " + p.where + " " + std::to_string(p.protocol) + " " + std::to_string(p.out_of_band_buffers) + " " +
+         p.error.value_or("") + " " + p.disassembly.value_or("").substr(0, 200) + ":";
+    for (const std::string& g : p.globals) s += g + ",";
+    s += "\n";
+  }
+  for (const std::string& g : o.globals) s += " global " + g + "\n";
+  for (const Diagnostic& d : o.problems)
+    s += " problem " + std::string(to_string(d.kind)) + " " + std::to_string(d.offset) + " " + d.text + "\n";
+  for (const ObjectReport& e : o.elements) s += " element " + flat(e);
+  return s;
+}
+std::string flat(const MessageReport& r) {
+  std::string s;
+  for (std::uint64_t n : r.frame_sizes) s += std::to_string(n) + ",";
+  s += "\n" + r.op.value_or("-") + "\n";
+  for (const ObjectReport& o : r.objects) s += flat(o);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("describe: measuring frames in windows, and reading them from a store, say what decoding them whole says") {
+  DescribeOptions whole;
+  DescribeOptions windows;
+  windows.decode_whole_bytes = 0;
+  windows.disassemble = whole.disassemble = true;
+  std::size_t objects = 0;
+  for (const char* name : {"codec-lz4.stream", "codec-snappy.stream", "codec-zlib.stream", "codec-zstd.stream",
+                           "gpu-result.stream", "numpy.stream", "pandas-lz4.stream", "pickle5.stream",
+                           "split-zstd.stream"}) {
+    CAPTURE(name);
+    const auto msgs = example_messages(name);
+    for (const auto& em : msgs) {
+      const auto offsets = em.frame_offsets();
+      auto m = parse_message(em.frames, {}, offsets);
+      REQUIRE(m);
+      const std::string expected = flat(describe_message(*m, whole));
+      objects += m->objects.size();
+      CHECK(flat(describe_message(*m, windows)) == expected);
+      CHECK(flat(describe_message(stored(*m), windows)) == expected);
+      CHECK(flat(describe_message(stored(*m), whole)) == expected);
+    }
+  }
+  CHECK(objects >= 15);
+}
+
+TEST_CASE("describe: an object that decodes to more than the limit keeps only the frames its pickles are in") {
+  // A protocol 5 pickle with one out-of-band buffer of 40 MiB of zeros (lz4):
+  // the buffer is measured, never held.
+  auto zeros = compress(Codec::lz4, Buffer(40 << 20, 0));
+  REQUIRE(zeros);
+  Value h = pickle_header(2);
+  h.set("compression", arr({Value::nil(), str("lz4")}));
+  Built b = build(h, {Buffer{0x80, 0x05, 0x97, 0x2e}, *zeros});
+  const ObjectReport o = only_object(describe_message(b.message));
+  CHECK(o.problems.empty());
+  REQUIRE(o.pickles.size() == 1);
+  CHECK(o.pickles[0].protocol == 5);
+  CHECK(o.pickles[0].out_of_band_buffers == 1);
+  REQUIRE(o.frames.size() == 2);
+  CHECK(o.frames[1].raw_bytes == std::uint64_t{40} << 20);
+  CHECK(o.raw_bytes == (std::uint64_t{40} << 20) + 4);
+  CHECK(flat(describe_message(stored(b.message))) == flat(describe_message(b.message)));
+
+  // A protocol 4 pickle of 20 MiB (its bytes in band), lz4: kept and read.
+  Buffer p4{0x80, 0x04, 0x8e};
+  const std::uint64_t n = std::uint64_t{20} << 20;
+  for (int i = 0; i < 8; ++i) p4.push_back(static_cast<std::uint8_t>(n >> (8 * i)));
+  p4.resize(p4.size() + n, 0);
+  p4.push_back(0x2e);
+  auto packed = compress(Codec::lz4, p4);
+  REQUIRE(packed);
+  Value h4 = pickle_header(1);
+  h4.set("compression", arr({str("lz4")}));
+  Built b4 = build(h4, {*packed});
+  const ObjectReport o4 = only_object(describe_message(b4.message));
+  CHECK(o4.problems.empty());
+  REQUIRE(o4.pickles.size() == 1);
+  CHECK(o4.pickles[0].protocol == 4);
+  CHECK(o4.frames[0].raw_bytes == p4.size());
+  DescribeOptions windows;
+  windows.decode_whole_bytes = 0;
+  CHECK(flat(describe_message(stored(b4.message), windows)) == flat(describe_message(b4.message)));
 }

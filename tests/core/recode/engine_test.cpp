@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <random>
@@ -12,6 +13,7 @@
 #include "daskcaps/wire/codec.h"
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/message.h"
+#include "daskcaps/recode/stream_recode.h"
 #include "support/dask_builder.h"
 
 using namespace daskcaps;
@@ -283,4 +285,119 @@ TEST_CASE("engine: transcode_stream stops at the first error with the message in
   REQUIRE(!r);
   CHECK(r.error().context.rfind("message 3", 0) == 0);
   CHECK(written == std::vector<int>{0, 1, 2});
+}
+
+namespace {
+
+// One output "file" for transcode_stream: messages appended in order,
+// whole or written in place.
+struct MemoryOutput {
+  Buffer bytes;
+  int in_place = 0;
+  Status write(std::span<const Bytes> frames) {
+    std::vector<std::uint64_t> lengths;
+    for (const Bytes& f : frames) lengths.push_back(f.size());
+    const Buffer prelude = encode_prelude(lengths);
+    bytes.append(prelude.data(), prelude.size());
+    for (const Bytes& f : frames) bytes.append(f.data(), f.size());
+    return {};
+  }
+  Status write_in_place(const InPlaceBody& body) {
+    class Sink final : public MessageSink {
+     public:
+      Sink(Buffer& b, std::uint64_t base) : b_(b), base_(base) {}
+      Status write_at(std::uint64_t at, ByteSpan data) override {
+        if (base_ + at + data.size() > b_.size()) b_.resize(static_cast<std::size_t>(base_ + at + data.size()), 0);
+        std::memcpy(b_.data() + base_ + at, data.data(), data.size());
+        return {};
+      }
+      Status move(std::uint64_t from, std::uint64_t to, std::uint64_t n) override {
+        if (base_ + to + n > b_.size()) b_.resize(static_cast<std::size_t>(base_ + to + n), 0);
+        std::memmove(b_.data() + base_ + to, b_.data() + base_ + from, static_cast<std::size_t>(n));
+        return {};
+      }
+
+     private:
+      Buffer& b_;
+      std::uint64_t base_;
+    } sink(bytes, bytes.size());
+    const std::uint64_t base = bytes.size();
+    auto n = body(sink);
+    if (!n) return std::move(n).error();
+    bytes.resize_uninitialised(static_cast<std::size_t>(base + *n));
+    ++in_place;
+    return {};
+  }
+};
+
+// A message with a raw array of `n` bytes of a rounded walk (it compresses).
+std::vector<Bytes> walk_message(int index, std::size_t n) {
+  Buffer raw = Buffer::uninitialised(n);
+  for (std::size_t i = 0; i < n; ++i) raw[i] = static_cast<std::uint8_t>((i / 64 + index) % 7);
+  auto lz4 = compress(Codec::lz4, raw);
+  REQUIRE(lz4);
+  Value header = numpy_header("|u1", static_cast<std::int64_t>(n), 1, {str("lz4")});
+  header.set("num-sub-frames", num(1));
+  return frames_of({msgpack::encode(map({{"op", str("result")}, {"i", num(index)}, {"data", placeholder("__Serialized__", 1)}})),
+                    msgpack::encode(header), std::move(*lz4)});
+}
+
+Result<TranscodeReport> run_stream(const std::vector<std::vector<Bytes>>& msgs, const TranscodeOptions& to,
+                                   const EngineOptions& eo, MemoryOutput& out, bool in_place) {
+  std::size_t at = 0;
+  InPlaceFn place;
+  if (in_place) place = [&](std::uint64_t, const InPlaceBody& body) { return out.write_in_place(body); };
+  return transcode_stream(
+      [&]() -> Result<std::optional<RecodeEngine::Input>> {
+        if (at == msgs.size()) return std::optional<RecodeEngine::Input>{};
+        RecodeEngine::Input in = input_of(msgs[at], at);
+        ++at;
+        return std::optional<RecodeEngine::Input>(std::move(in));
+      },
+      [&](std::uint64_t, std::span<const Bytes> frames) { return out.write(frames); }, to, eo, place);
+}
+
+}  // namespace
+
+TEST_CASE("engine: transcode_stream recodes large messages in place, in order, to the engine's bytes") {
+  std::vector<std::vector<Bytes>> msgs;
+  for (int i = 0; i < 12; ++i) msgs.push_back(i % 4 == 1 ? walk_message(i, 3 << 20) : make_message(0, i, i % 3 ? 1000 : 0));
+  for (Codec c : {Codec::zstd, Codec::none, Codec::snappy}) {
+    TranscodeOptions to;
+    to.codec = c;
+    EngineOptions eo;
+    eo.threads = 2;
+    eo.in_place_bytes = 1 << 20;
+    MemoryOutput whole, placed;
+    auto a = run_stream(msgs, to, eo, whole, false);
+    REQUIRE(a);
+    auto b = run_stream(msgs, to, eo, placed, true);
+    REQUIRE(b);
+    CHECK(placed.in_place == 3);
+    CHECK(whole.in_place == 0);
+    CHECK(placed.bytes == whole.bytes);
+    CHECK(b->frames_recompressed == a->frames_recompressed);
+    CHECK(b->bytes_out == a->bytes_out);
+    // Off: nothing in place.
+    eo.in_place_bytes = 0;
+    MemoryOutput off;
+    REQUIRE(run_stream(msgs, to, eo, off, true));
+    CHECK(off.in_place == 0);
+    CHECK(off.bytes == whole.bytes);
+  }
+}
+
+TEST_CASE("engine: an error in a message recoded in place stops the stream with its index") {
+  std::vector<std::vector<Bytes>> msgs;
+  for (int i = 0; i < 5; ++i) msgs.push_back(i == 3 ? walk_message(i, 3 << 20) : make_message(0, i, 1000));
+  Buffer cut(msgs[3][2].data(), msgs[3][2].data() + msgs[3][2].size() - 50);
+  msgs[3][2] = Bytes(std::move(cut));
+  TranscodeOptions to;
+  to.codec = Codec::zstd;
+  EngineOptions eo;
+  eo.in_place_bytes = 1 << 20;
+  MemoryOutput out;
+  auto r = run_stream(msgs, to, eo, out, true);
+  REQUIRE(!r);
+  CHECK(r.error().context.rfind("message 3: data: frame 2", 0) == 0);
 }

@@ -355,7 +355,10 @@ TEST_CASE("stream_codec: zstd frames that only decompress() reads are unsupporte
 }
 
 TEST_CASE("stream_codec: a truncated frame fails at finish(), having handed out what it decoded") {
-  const Buffer data = mixed(1 << 20);
+  // Not a whole number of zstd's 128 KiB blocks: libzstd's streaming
+  // compressor (compress()) would end such a frame with an empty last
+  // block, which cutting one byte leaves all the data before.
+  const Buffer data = mixed((1 << 20) + 4321);
   for (Codec c : {Codec::lz4, Codec::zstd}) {
     CAPTURE(codec_name(c));
     const Buffer frame = *compress(c, data);

@@ -1,0 +1,116 @@
+// Recoding frame by frame, window by window, where only codecs change: the
+// streaming half of `transcode` (core/recode/transcode.h is the whole
+// message; core/recode/cut_through.h the bridge's case of the same idea).
+//
+// One frame. recode_frame() turns one wire frame, read through a
+// FrameInput (in memory, or in a file: core/wire/frame_store.h), into the
+// frame transcode_message() writes for it, to a FrameSink, without ever
+// holding the frame decoded: it is decoded in windows
+// (core/wire/window_codec.h) that go straight to an encoder
+// (core/wire/frame_encoder.h). Dask's maybe_compress rule (core/wire/codec.h)
+// decides on the whole frame, which is only known at its end:
+//   - a frame outside [min_size, max_size] (its decoded size is known from
+//     its header, or, for zlib and zstd frames that declare none, from a
+//     first pass that only measures it) is written raw;
+//   - a raw input frame is sampled where it lies, before anything is
+//     written; one whose sample does not compress is copied as it is;
+//   - any other frame is compressed as it is decoded while the sample
+//     (the same evenly spread slices as maybe_compress takes) is kept on
+//     the way; at its end the sample and the whole are judged, and a frame
+//     that fails either (or an lz4 frame whose literal run passed
+//     kLz4MaxLiteralRun) is written again, raw: the sink forgets what it
+//     had (FrameSink::restart) and the input is decoded a second time.
+// What comes out is byte for byte what decompress() and maybe_compress()
+// give for the whole frame (tests/core/recode/stream_recode_test.cpp), and
+// the errors are decompress()'s (core/wire/window_codec.h names the few
+// frames no Dask writes on which libzstd's or liblz4's paths differ).
+//
+// One message, in place. transcode_message_in_place() writes the message
+// transcode_message() would return, for a message whose codecs alone
+// change (in_place_applies()), to a MessageSink that takes writes at any
+// offset (the output file): frame 0, then each object's frames as they are
+// recoded, its sub-header once its frames' "compression" entries are
+// known, and the prelude with every frame's length last. An object's data
+// frames are written after room for its sub-header as it would be if every
+// recoded frame compresses; when one is written raw the sub-header is
+// shorter (nil instead of the codec's name), and the object's frames move
+// back by the difference (MessageSink::move). Memory: a window, the
+// encoder's state and the input pieces, whatever the message decodes to.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/recode/transcode.h"
+#include "daskcaps/wire/compression_value.h"
+#include "daskcaps/wire/frame_encoder.h"
+#include "daskcaps/wire/frame_input.h"
+#include "daskcaps/wire/message.h"
+#include "daskcaps/wire/message_sink.h"
+
+namespace daskcaps {
+
+/// Where one recoded frame goes.
+class FrameSink : public ByteSink {
+ public:
+  /// Forgets what was put: the frame is written again from its start.
+  virtual Status restart() = 0;
+  /// The frame will take about this many bytes (its decoded size: what it
+  /// is written raw, and more than it is compressed).
+  virtual void expect(std::uint64_t) {}
+  /// What was put, when the sink holds it in memory (then recode_frame
+  /// reads its input once, and a frame written raw after all is decoded
+  /// from the sink's bytes: FrameInput::read_once); null otherwise.
+  virtual const Buffer* held() const { return nullptr; }
+};
+
+/// A FrameSink into memory.
+class BufferFrameSink final : public FrameSink {
+ public:
+  Status put(ByteSpan bytes) override {
+    buffer_.append(bytes.data(), bytes.size());
+    return ok_status();
+  }
+  Status restart() override {
+    buffer_.clear();
+    return ok_status();
+  }
+  void expect(std::uint64_t n) override {
+    if (n > buffer_.capacity()) buffer_.reserve(static_cast<std::size_t>(n));
+  }
+  const Buffer* held() const override { return &buffer_; }
+  Buffer& buffer() { return buffer_; }
+
+ private:
+  Buffer buffer_;
+};
+
+/// Recodes one wire frame whose compression entry is `entry` for the
+/// target codec (frame_recode_for() said recode), to `out`; returns the
+/// frame's new entry (the target's name or nil). Counts the frame in
+/// report.frames_recompressed as transcode_message() does. Errors:
+/// decompress()'s for the input (Errc::codec_failed, limit_exceeded), the
+/// sink's, Errc::unsupported for a snappy frame decoded only whole
+/// (core/wire/window_codec.h: the caller recodes it whole).
+Result<CompressionValue> recode_frame(FrameInput& input, const CompressionValue& entry, Codec target,
+                                      const TranscodeOptions& options, FrameSink& out, TranscodeReport& report);
+
+/// True when transcode_message_in_place() applies: only codecs change (no
+/// pickle protocol, layout or inlining), the message is no handshake and
+/// holds no __Pickled__ object (those take the whole path, as in
+/// core/recode/cut_through.h).
+bool in_place_applies(const Message& message, const TranscodeOptions& options);
+
+/// Writes what transcode_message() returns for `message` (see above) to
+/// `out`, prelude first, and returns its size on the wire. The frames may be
+/// in memory or stored (Message::store). Errors as transcode_message()'s
+/// (with the same contexts: the object's path, the frame's label), and the
+/// sink's; after an error the sink holds part of a message. Errc::usage
+/// when in_place_applies() is false.
+Result<std::uint64_t> transcode_message_in_place(const Message& message, const TranscodeOptions& options,
+                                                 TranscodeReport& report, MessageSink& out);
+
+}  // namespace daskcaps
