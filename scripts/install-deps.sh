@@ -9,6 +9,9 @@ packages=(
   # libraries
   libcli11-dev nlohmann-json3-dev liblz4-dev libzstd-dev libsnappy-dev zlib1g-dev
   doctest-dev libmsgpack-cxx-dev libssl-dev
+  # the Python module dask_caps: Debian's pybind11 and the headers of its
+  # python3; pip, setuptools and venv install it from ./python, offline
+  pybind11-dev python3-pybind11 python3-dev python3-pip python3-setuptools python3-wheel python3-venv
   # the reference implementations the end-to-end tests run against: Debian's
   # Dask 2022.12.1, and what Dask 2026.7.1 (../shared) needs on Python 3.11
   python3-distributed python3-lz4 python3-zstandard python3-snappy python3-numpy python3-pandas
