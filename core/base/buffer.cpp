@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <new>
@@ -46,6 +47,8 @@ std::atomic<std::size_t> g_mapped{0};
 std::uint8_t* map_block(std::size_t bytes) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
+  // The mapping keeps the advice when mremap() grows or moves it.
+  advise_huge_pages(p, bytes);
   g_mapped.fetch_add(bytes, std::memory_order_relaxed);
   return static_cast<std::uint8_t*>(p);
 }
@@ -113,6 +116,25 @@ void Buffer::free_block(std::uint8_t* data, std::size_t capacity) noexcept {
     std::free(data);
 }
 
+void advise_huge_pages(void* data, std::size_t size) noexcept {
+#ifdef MADV_HUGEPAGE
+  constexpr std::size_t kHuge = std::size_t{2} << 20;
+  const auto from = reinterpret_cast<std::uintptr_t>(data);
+  if (data == nullptr || size < kHuge || from > std::numeric_limits<std::uintptr_t>::max() - size - kHuge) return;
+  // The advice covers whole 4 KiB pages: those that hold the range, so that
+  // a mapping advised whole stays one mapping (mremap() moves or grows only
+  // one; the kernel puts huge pages where 2 MiB of it are aligned).
+  const std::uintptr_t page = page_bytes();
+  const std::uintptr_t first = from & ~(page - 1);
+  const std::uintptr_t last = (from + size + page - 1) & ~(page - 1);
+  // Advice only: where it fails (no THP in this kernel), 4 KiB pages serve.
+  (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+#else
+  (void)data;
+  (void)size;
+#endif
+}
+
 std::size_t Buffer::mapped_bytes() noexcept { return g_mapped.load(std::memory_order_relaxed); }
 
 std::size_t Buffer::checked_sum(std::size_t a, std::size_t b) {
@@ -135,8 +157,17 @@ void Buffer::reallocate(std::size_t want) {
     std::uint8_t* p = nullptr;
     if (is_mapped(capacity_)) {
       void* moved = remap_block(data_, capacity_, bytes, MREMAP_MAYMOVE);
-      if (moved == MAP_FAILED) throw std::bad_alloc();
-      p = static_cast<std::uint8_t*>(moved);
+      if (moved != MAP_FAILED) {
+        p = static_cast<std::uint8_t*>(moved);
+        // A block that was under 2 MiB when mapped had no advice.
+        advise_huge_pages(p, bytes);
+      } else {
+        // mremap() refuses a block the kernel keeps as several areas (a
+        // caller's madvise() on part of it): a new mapping and one copy.
+        p = map_block(bytes);
+        if (size_ != 0) std::memcpy(p, data_, size_);
+        unmap_block(data_, capacity_);
+      }
     } else {
       p = map_block(bytes);
       if (size_ != 0) std::memcpy(p, data_, size_);

@@ -9,6 +9,9 @@ namespace daskcaps::python {
 
 namespace {
 
+// Rooms this large are backed by huge pages where the kernel has them.
+constexpr std::size_t kHugeRoomBytes = std::size_t{4} << 20;
+
 std::string type_name(PyObject* o) { return Py_TYPE(o)->tp_name; }
 
 // A buffer of the core's that a memoryview shows.
@@ -50,7 +53,11 @@ std::uint8_t* BytesRoom::room(std::size_t size, std::size_t kept) {
     PyErr_Clear();  // the codec reports it: cannot allocate N bytes
     return nullptr;
   }
-  return reinterpret_cast<std::uint8_t*>(PyBytes_AS_STRING(bytes_));
+  auto* data = reinterpret_cast<std::uint8_t*>(PyBytes_AS_STRING(bytes_));
+  // A large output is written from start to end: one page fault per 2 MiB
+  // (core/base/buffer.h).
+  if (size >= kHugeRoomBytes) advise_huge_pages(data, size);
+  return data;
 }
 
 void BytesRoom::finish(std::size_t size) {
