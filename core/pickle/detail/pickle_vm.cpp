@@ -129,6 +129,7 @@ NodeId Graph::add_node(Kind kind, NodeId a, NodeId b, NodeId c, std::uint64_t of
   if (c != kNoNode) n.x = c;
   n.offset_hi = static_cast<std::uint16_t>(offset >> 32);
   n.offset_lo = static_cast<std::uint32_t>(offset);
+  if (kind == Kind::global) global_nodes_.push_back(id);
   return id;
 }
 

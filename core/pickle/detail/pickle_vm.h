@@ -200,6 +200,9 @@ class Graph {
   const Op& op(std::uint32_t i) const { return ops_[i]; }
   /// All items of a node (tests and small tools; the writer walks segments).
   std::vector<NodeId> items(NodeId id) const;
+  /// The ids of the global nodes, in ascending order (a writer below
+  /// protocol 4 looks at them without scanning every node).
+  const std::vector<NodeId>& global_nodes() const { return global_nodes_; }
 
   /// Effects with no object to hang on: the first effects_before() go before
   /// the result, the rest after it; each part in pickle order.
@@ -239,7 +242,7 @@ class Graph {
   std::uint32_t new_chain(std::span<const NodeId> ids);
   void append_pool(std::span<const NodeId> ids) {
     detail::ensure_room(pool_, ids.size());
-    for (NodeId id : ids) pool_.push_back(id);
+    pool_.insert(pool_.end(), ids.begin(), ids.end());  // one copy, not one push per id
   }
   void chain_append(std::uint32_t head, std::span<const NodeId> ids);
   /// Takes the effect op for `effect` off `anchor`'s mutation list; item ops
@@ -263,6 +266,7 @@ class Graph {
   std::size_t next_buffers_ = 0;
   bool has_persid_ = false;
   std::vector<std::string> globals_;
+  std::vector<NodeId> global_nodes_;
 };
 
 struct LoadOptions {
