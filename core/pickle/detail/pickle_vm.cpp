@@ -267,6 +267,40 @@ constexpr std::uint64_t kDenseMemo = std::uint64_t{1} << 22;
 
 }  // namespace
 
+namespace detail {
+
+// The machine's stack: the ids in slots_[0, size_). A push is a store and an
+// increment; std::vector::push_back was not inlined into the run loop and
+// cost a call per pushed value. It grows by doubling, as pushes arrive.
+class IdStack {
+ public:
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  NodeId* data() { return slots_.data(); }
+  NodeId* begin() { return slots_.data(); }
+  NodeId* end() { return slots_.data() + size_; }
+  NodeId& back() { return slots_[size_ - 1]; }
+  NodeId& operator[](std::size_t i) { return slots_[i]; }
+  [[gnu::always_inline]] void push_back(NodeId id) {
+    if (size_ == slots_.size()) [[unlikely]] grow();
+    slots_[size_++] = id;
+  }
+  void pop_back() { --size_; }
+  /// Drops the entries above n (every caller cuts at a MARK, which is at
+  /// most the size; a larger n changes nothing).
+  void resize(std::size_t n) { size_ = std::min(n, size_); }
+  void reserve(std::size_t n) {
+    if (n > slots_.size()) slots_.resize(n);
+  }
+
+ private:
+  [[gnu::noinline]] void grow() { slots_.resize(std::max<std::size_t>(64, 2 * slots_.size())); }
+  std::vector<NodeId> slots_;
+  std::size_t size_ = 0;
+};
+
+}  // namespace detail
+
 // The machine keeps its first error in error_ (sticky; every step checks
 // the result of the previous one), so the hot paths return plain bools.
 class Machine {
@@ -349,7 +383,7 @@ class Machine {
   const Limits& limits_;
   Graph g_;
   Error error_;
-  std::vector<NodeId> stack_;
+  detail::IdStack stack_;
   std::vector<std::size_t> marks_;
   detail::LargeVector<NodeId> memo_dense_;
   std::unordered_map<std::uint64_t, NodeId> memo_sparse_;
