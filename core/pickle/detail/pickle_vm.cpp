@@ -315,7 +315,11 @@ class Machine {
     const std::size_t guess = std::min<std::size_t>(pickle.size() / 8 + 64, std::size_t{1} << 22);
     detail::reserve_large(g_.nodes_, guess);
     detail::reserve_large(g_.pool_, std::min<std::size_t>(pickle.size() / 3 + 64, std::size_t{1} << 24));
-    detail::reserve_large(g_.segments_, guess / 4);
+    // One segment per non-empty container: a list of small records has one
+    // about every 25 bytes (guess / 4 regrew, copying, on bench/pickle_bench.py's).
+    detail::reserve_large(g_.segments_, guess / 2);
+    // Room only (the memo is filled as keys arrive): no copy per doubling.
+    detail::reserve_large(memo_dense_, std::min<std::size_t>(guess, kDenseMemo));
   }
 
   Result<Graph> run();
