@@ -119,33 +119,6 @@ NodeId Graph::add_owned(Kind kind, std::string_view data, std::uint64_t offset) 
   return id;
 }
 
-NodeId Graph::add_node(Kind kind, NodeId a, NodeId b, NodeId c, std::uint64_t offset) {
-  const auto id = static_cast<NodeId>(nodes_.size());
-  detail::ensure_room(nodes_, 1);
-  Node& n = nodes_.emplace_back();
-  n.kind = kind;
-  n.a = a;
-  n.b = b;
-  if (c != kNoNode) n.x = c;
-  n.offset_hi = static_cast<std::uint16_t>(offset >> 32);
-  n.offset_lo = static_cast<std::uint32_t>(offset);
-  if (kind == Kind::global) global_nodes_.push_back(id);
-  return id;
-}
-
-std::uint32_t Graph::new_chain(std::span<const NodeId> ids) {
-  const auto s = static_cast<std::uint32_t>(segments_.size());
-  detail::ensure_room(segments_, 1);
-  detail::ensure_room(pool_, ids.size());
-  Segment& seg = segments_.emplace_back();
-  seg.off = static_cast<std::uint32_t>(pool_.size());
-  seg.count = static_cast<std::uint32_t>(ids.size());
-  seg.tail = s;
-  seg.total = ids.size();
-  append_pool(ids);
-  return s;
-}
-
 void Graph::chain_append(std::uint32_t head, std::span<const NodeId> ids) {
   const std::uint32_t tail = segments_[head].tail;
   segments_[head].total += ids.size();
@@ -165,16 +138,6 @@ void Graph::chain_append(std::uint32_t head, std::span<const NodeId> ids) {
   segments_.push_back(seg);
   segments_[tail].next = s;
   segments_[head].tail = s;
-}
-
-void Graph::append_items(NodeId id, std::span<const NodeId> ids) {
-  if (ids.empty()) return;
-  if (nodes_[id].items == kEnd) {
-    const std::uint32_t head = new_chain(ids);
-    nodes_[id].items = head;
-  } else {
-    chain_append(nodes_[id].items, ids);
-  }
 }
 
 void Graph::add_op(NodeId id, OpKind kind, std::span<const NodeId> ids_or_node) {

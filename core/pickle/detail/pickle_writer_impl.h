@@ -354,7 +354,7 @@ class Writer {
     return time;
   }
   void wait(std::size_t level, const Task& rest) { calls_[level].waiting.push_back(rest); }
-  void push_items(NodeId id, std::uint32_t head, Policy p) {
+  [[gnu::always_inline]] void push_items(NodeId id, std::uint32_t head, Policy p) {
     if (head == kEnd || g_.chain_total(head) == 0) return;
     Task t;
     t.type = TaskType::items;
@@ -407,6 +407,7 @@ class Writer {
   [[gnu::always_inline]] void memoize_node(NodeId id) { memo_[id] = memo_put(); }
 
   static constexpr std::size_t kNoFrame = ~std::size_t{0};
+  static constexpr std::size_t kPrefetchNodes = 24;    // 768 bytes of nodes ahead
   static constexpr std::size_t kChunk = 64 * 1024;     // zero-filled room for small writes
   static constexpr std::size_t kBigWrite = 16 * 1024;  // payloads appended without it
 
