@@ -103,14 +103,11 @@ Result<CompressionValue> recode_whole(FrameInput& input, const CompressionValue&
 
 bool decoded_only_whole(const Error& e, Codec c) { return c == Codec::snappy && e.code == Errc::unsupported; }
 
-}  // namespace
-
-Result<CompressionValue> recode_frame(FrameInput& input, const CompressionValue& entry, Codec target,
-                                      const TranscodeOptions& opt, FrameSink& out, TranscodeReport& report) {
+Result<CompressionValue> recode_one(FrameInput& input, const CompressionValue& entry, Codec target,
+                                    const TranscodeOptions& opt, FrameSink& out) {
   auto codec = codec_of(entry);
   if (!codec) return std::move(codec).error();
   const std::uint64_t limit = opt.limits.max_decompressed_bytes;
-  if (target != Codec::none) ++report.frames_recompressed;
 
   // The frame written raw: decoded (or copied) window by window.
   auto write_raw = [&]() -> Result<CompressionValue> {
@@ -218,6 +215,17 @@ Result<CompressionValue> recode_frame(FrameInput& input, const CompressionValue&
   }
   if (Status s = out.restart(); !s) return std::move(s).error();
   return write_raw();
+}
+
+}  // namespace
+
+Result<CompressionValue> recode_frame(FrameInput& input, const CompressionValue& entry, Codec target,
+                                      const TranscodeOptions& opt, FrameSink& out, TranscodeReport& report) {
+  auto e = recode_one(input, entry, target, opt, out);
+  // Counted as transcode_message() counts: a frame that changed (raw frames
+  // that stay raw do not).
+  if (e && (entry.compresses() || e->compresses())) ++report.frames_recompressed;
+  return e;
 }
 
 // ---- a message in place ------------------------------------------------------

@@ -91,7 +91,8 @@ class BufferFrameSink final : public FrameSink {
 /// Recodes one wire frame whose compression entry is `entry` for the
 /// target codec (frame_recode_for() said recode), to `out`; returns the
 /// frame's new entry (the target's name or nil). Counts the frame in
-/// report.frames_recompressed as transcode_message() does. Errors:
+/// report.frames_recompressed as transcode_message() does (a frame that
+/// changes; a raw frame that stays raw is not counted). Errors:
 /// decompress()'s for the input (Errc::codec_failed, limit_exceeded), the
 /// sink's, Errc::unsupported for a snappy frame decoded only whole
 /// (core/wire/window_codec.h: the caller recodes it whole).

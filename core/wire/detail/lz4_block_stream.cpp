@@ -183,6 +183,8 @@ Lz4BlockStream::Lz4BlockStream(std::uint64_t block_bytes, std::uint64_t output_b
       window_(output_bytes, piece_bytes, kHistory),
       fast_mode_(output_ >= kFastLoopOutput) {}
 
+Lz4BlockStream::~Lz4BlockStream() = default;
+
 Error Lz4BlockStream::error(std::string what) const {
   return make_error(Errc::codec_failed, "lz4 " + std::move(what),
                     static_cast<std::uint64_t>(sequence_at_));

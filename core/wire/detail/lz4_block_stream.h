@@ -44,6 +44,9 @@ class Lz4BlockStream {
   /// A block of `block_bytes` that decodes to `output_bytes` (at most
   /// 2^31 - 1 of each), handed out in windows of piece_bytes.
   Lz4BlockStream(std::uint64_t block_bytes, std::uint64_t output_bytes, std::size_t piece_bytes);
+  /// Defined in the detail source, so that no public source emits it (and
+  /// libdaskcaps.so does not export it).
+  ~Lz4BlockStream();
 
   /// The block's next bytes (never past its end: the caller checks).
   /// Appends the output they complete to `out`.
