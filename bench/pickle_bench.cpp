@@ -1,13 +1,14 @@
 // Pickle recoding speed (see bench/pickle_bench.py, which makes the inputs,
 // times CPython on them and prints the ratios).
 //
-//   pickle_bench [--target P] [--inline] [--repeat N] PICKLE [BUFFER[:ro] ...]
+//   pickle_bench [--target P] [--inline] [--repeat N] [--out FILE] PICKLE [BUFFER[:ro] ...]
 //
 // Recodes PICKLE (with its out-of-band buffers, writeable unless ":ro") to
 // protocol P N times and prints one line of JSON: the best and median wall
 // seconds of one recode, its best CPU seconds, the input bytes (pickle +
 // buffers), the output bytes, and, for scale, the best time of one memcpy of
-// the output size.
+// the output size. --out writes the recoded pickle to FILE (to compare it
+// with CPython's).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -55,12 +56,15 @@ int main(int argc, char** argv) {
   options.target_protocol = 2;
   int repeat = 10;
   std::vector<std::string> files;
+  std::string out_path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--target" && i + 1 < argc) {
       options.target_protocol = std::atoi(argv[++i]);
     } else if (a == "--repeat" && i + 1 < argc) {
       repeat = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--out" && i + 1 < argc) {
+      out_path = argv[++i];
     } else if (a == "--inline") {
       options.inline_buffers = true;
     } else {
@@ -68,7 +72,7 @@ int main(int argc, char** argv) {
     }
   }
   if (files.empty()) {
-    std::fprintf(stderr, "usage: pickle_bench [--target P] [--inline] [--repeat N] PICKLE [BUFFER[:ro] ...]\n");
+    std::fprintf(stderr, "usage: pickle_bench [--target P] [--inline] [--repeat N] [--out FILE] PICKLE [BUFFER[:ro] ...]\n");
     return 2;
   }
   const Buffer data = read_file(files[0]);
@@ -106,6 +110,14 @@ int main(int argc, char** argv) {
     }
     out_size = r->pickle.size();
     times.push_back(s);
+    if (i == 0 && !out_path.empty()) {
+      std::ofstream f(out_path, std::ios::binary);
+      f.write(reinterpret_cast<const char*>(r->pickle.data()), static_cast<std::streamsize>(r->pickle.size()));
+      if (!f) {
+        std::fprintf(stderr, "pickle_bench: cannot write %s\n", out_path.c_str());
+        return 2;
+      }
+    }
   }
   std::sort(times.begin(), times.end());
 

@@ -17,7 +17,11 @@ time ratio (process CPU for CPython, thread CPU for the recoder) is the one
 to trust on a shared, busy machine. The memcpy column gives the bandwidth of
 copying the output size into fresh memory, for scale.
 
-Usage: /usr/bin/python3 bench/pickle_bench.py [BUILD_DIR] [--repeat N]
+With --baseline OTHER_BUILD_DIR, OTHER_BUILD_DIR/bench/pickle_bench (say,
+main's) is timed in the same alternation, and its ratios printed too: a
+before/after that both saw the same machine.
+
+Usage: /usr/bin/python3 bench/pickle_bench.py [BUILD_DIR] [--repeat N] [--baseline OTHER_BUILD_DIR]
 """
 import json
 import os
@@ -76,7 +80,7 @@ def ours_time(tool, files, protocol, repeat):
     return json.loads(out)
 
 
-def run(name, tool, tmp, obj, protocol, repeat):
+def run(name, tool, tmp, obj, protocol, repeat, baseline=None):
     bufs = []
     data = pickle.dumps(obj, protocol=5, buffer_callback=bufs.append)
     files = [os.path.join(tmp, name + ".pkl")]
@@ -92,6 +96,7 @@ def run(name, tool, tmp, obj, protocol, repeat):
     size = len(data) + sum(b.raw().nbytes for b in bufs)
     # Alternate the two sides so that they see the same machine load.
     py, py_cpu, ours, ours_cpu = float("inf"), float("inf"), None, float("inf")
+    base, base_cpu = float("inf"), float("inf")
     for _ in range(3):
         w, c = cpython_time(data, raw, protocol, max(1, repeat // 3))
         py, py_cpu = min(py, w), min(py_cpu, c)
@@ -99,11 +104,17 @@ def run(name, tool, tmp, obj, protocol, repeat):
         ours_cpu = min(ours_cpu, r["cpu_s"])
         if ours is None or r["best_s"] < ours["best_s"]:
             ours = r
+        if baseline:
+            rb = ours_time(baseline, files, protocol, repeat)
+            base, base_cpu = min(base, rb["best_s"]), min(base_cpu, rb["cpu_s"])
     mib = size / 2**20
     print("%-13s %7.1f MiB 5->%d | CPython %7.3f s %7.1f MiB/s | dask-caps %7.4f s %7.1f MiB/s | wall %5.1fx"
           " | CPU %6.3f s vs %6.4f s: %5.1fx | memcpy of the output %.0f MiB/s"
           % (name, mib, protocol, py, mib / py, ours["best_s"], mib / ours["best_s"], py / ours["best_s"],
              py_cpu, ours_cpu, py_cpu / ours_cpu, ours["output_bytes"] / 2**20 / ours["memcpy_s"]))
+    if baseline:
+        print("%-13s baseline %s: %7.4f s, wall %5.1fx | CPU %6.4f s: %5.1fx"
+              % ("", baseline, base, py / base, base_cpu, py_cpu / base_cpu))
     return {"name": name, "mib": mib, "cpython_s": py, "ours_s": ours["best_s"], "ratio": py / ours["best_s"]}
 
 
@@ -113,6 +124,13 @@ def main():
     if "--repeat" in sys.argv:
         repeat = int(sys.argv[sys.argv.index("--repeat") + 1])
         args = [a for a in args if a != str(repeat)]
+    baseline = None
+    if "--baseline" in sys.argv:
+        other = sys.argv[sys.argv.index("--baseline") + 1]
+        args = [a for a in args if a != other]
+        baseline = os.path.join(other, "bench", "pickle_bench")
+        if not os.path.exists(baseline):
+            sys.exit("missing %s: build the pickle_bench target there" % baseline)
     build = args[0] if args else os.path.join(HERE, "..", "build")
     tool = os.path.join(build, "bench", "pickle_bench")
     if not os.path.exists(tool):
@@ -120,8 +138,8 @@ def main():
     print("python %s, numpy %s, load average %s" % (sys.version.split()[0], np.__version__,
                                                       open("/proc/loadavg").read().split()[0]))
     with tempfile.TemporaryDirectory() as tmp:
-        run("object-heavy", tool, tmp, object_heavy(), 2, repeat)
-        run("buffer-heavy", tool, tmp, buffer_heavy(), 4, repeat)
+        run("object-heavy", tool, tmp, object_heavy(), 2, repeat, baseline)
+        run("buffer-heavy", tool, tmp, buffer_heavy(), 4, repeat, baseline)
 
 
 if __name__ == "__main__":

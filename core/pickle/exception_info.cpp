@@ -86,7 +86,14 @@ class Reader {
       }
       case Kind::str: return quoted("", g_.data(id));
       case Kind::bytes: return quoted("b", g_.data(id));
-      default: return "<" + std::string(kind_name(k)) + ">";
+      default: {
+        // Appended, not "<" + std::string(...): GCC 12 at -O3 reports a
+        // false -Wrestrict through operator+(const char*, string&&).
+        std::string out(1, '<');
+        out.append(kind_name(k));
+        out.push_back('>');
+        return out;
+      }
     }
   }
 

@@ -7,6 +7,7 @@
 
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 namespace daskcaps::pickle::detail {
@@ -25,6 +26,22 @@ void advise_huge_pages(const void* p, std::size_t bytes) {
   (void)p;
   (void)bytes;
 #endif
+}
+
+void advise_huge_pages_whole(const void* p, std::size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  static const std::size_t page = [] {
+    const long n = ::sysconf(_SC_PAGESIZE);
+    return n > 0 ? static_cast<std::size_t>(n) : std::size_t{4096};
+  }();
+  const auto begin = reinterpret_cast<std::uintptr_t>(p);
+  if (bytes >= (std::size_t{2} << 20) && begin % page == 0 && bytes % page == 0) {
+    // A hint, as above; the whole area keeps one kind.
+    (void)madvise(const_cast<void*>(p), bytes, MADV_HUGEPAGE);
+    return;
+  }
+#endif
+  advise_huge_pages(p, bytes);
 }
 
 namespace {

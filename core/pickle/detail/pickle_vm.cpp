@@ -119,32 +119,6 @@ NodeId Graph::add_owned(Kind kind, std::string_view data, std::uint64_t offset) 
   return id;
 }
 
-NodeId Graph::add_node(Kind kind, NodeId a, NodeId b, NodeId c, std::uint64_t offset) {
-  const auto id = static_cast<NodeId>(nodes_.size());
-  detail::ensure_room(nodes_, 1);
-  Node& n = nodes_.emplace_back();
-  n.kind = kind;
-  n.a = a;
-  n.b = b;
-  if (c != kNoNode) n.x = c;
-  n.offset_hi = static_cast<std::uint16_t>(offset >> 32);
-  n.offset_lo = static_cast<std::uint32_t>(offset);
-  return id;
-}
-
-std::uint32_t Graph::new_chain(std::span<const NodeId> ids) {
-  const auto s = static_cast<std::uint32_t>(segments_.size());
-  detail::ensure_room(segments_, 1);
-  detail::ensure_room(pool_, ids.size());
-  Segment& seg = segments_.emplace_back();
-  seg.off = static_cast<std::uint32_t>(pool_.size());
-  seg.count = static_cast<std::uint32_t>(ids.size());
-  seg.tail = s;
-  seg.total = ids.size();
-  append_pool(ids);
-  return s;
-}
-
 void Graph::chain_append(std::uint32_t head, std::span<const NodeId> ids) {
   const std::uint32_t tail = segments_[head].tail;
   segments_[head].total += ids.size();
@@ -164,16 +138,6 @@ void Graph::chain_append(std::uint32_t head, std::span<const NodeId> ids) {
   segments_.push_back(seg);
   segments_[tail].next = s;
   segments_[head].tail = s;
-}
-
-void Graph::append_items(NodeId id, std::span<const NodeId> ids) {
-  if (ids.empty()) return;
-  if (nodes_[id].items == kEnd) {
-    const std::uint32_t head = new_chain(ids);
-    nodes_[id].items = head;
-  } else {
-    chain_append(nodes_[id].items, ids);
-  }
 }
 
 void Graph::add_op(NodeId id, OpKind kind, std::span<const NodeId> ids_or_node) {
@@ -266,6 +230,40 @@ constexpr std::uint64_t kDenseMemo = std::uint64_t{1} << 22;
 
 }  // namespace
 
+namespace detail {
+
+// The machine's stack: the ids in slots_[0, size_). A push is a store and an
+// increment; std::vector::push_back was not inlined into the run loop and
+// cost a call per pushed value. It grows by doubling, as pushes arrive.
+class IdStack {
+ public:
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  NodeId* data() { return slots_.data(); }
+  NodeId* begin() { return slots_.data(); }
+  NodeId* end() { return slots_.data() + size_; }
+  NodeId& back() { return slots_[size_ - 1]; }
+  NodeId& operator[](std::size_t i) { return slots_[i]; }
+  [[gnu::always_inline]] void push_back(NodeId id) {
+    if (size_ == slots_.size()) [[unlikely]] grow();
+    slots_[size_++] = id;
+  }
+  void pop_back() { --size_; }
+  /// Drops the entries above n (every caller cuts at a MARK, which is at
+  /// most the size; a larger n changes nothing).
+  void resize(std::size_t n) { size_ = std::min(n, size_); }
+  void reserve(std::size_t n) {
+    if (n > slots_.size()) slots_.resize(n);
+  }
+
+ private:
+  [[gnu::noinline]] void grow() { slots_.resize(std::max<std::size_t>(64, 2 * slots_.size())); }
+  std::vector<NodeId> slots_;
+  std::size_t size_ = 0;
+};
+
+}  // namespace detail
+
 // The machine keeps its first error in error_ (sticky; every step checks
 // the result of the previous one), so the hot paths return plain bools.
 class Machine {
@@ -280,7 +278,11 @@ class Machine {
     const std::size_t guess = std::min<std::size_t>(pickle.size() / 8 + 64, std::size_t{1} << 22);
     detail::reserve_large(g_.nodes_, guess);
     detail::reserve_large(g_.pool_, std::min<std::size_t>(pickle.size() / 3 + 64, std::size_t{1} << 24));
-    detail::reserve_large(g_.segments_, guess / 4);
+    // One segment per non-empty container: a list of small records has one
+    // about every 25 bytes (guess / 4 regrew, copying, on bench/pickle_bench.py's).
+    detail::reserve_large(g_.segments_, guess / 2);
+    // Room only (the memo is filled as keys arrive): no copy per doubling.
+    detail::reserve_large(memo_dense_, std::min<std::size_t>(guess, kDenseMemo));
   }
 
   Result<Graph> run();
@@ -348,7 +350,7 @@ class Machine {
   const Limits& limits_;
   Graph g_;
   Error error_;
-  std::vector<NodeId> stack_;
+  detail::IdStack stack_;
   std::vector<std::size_t> marks_;
   detail::LargeVector<NodeId> memo_dense_;
   std::unordered_map<std::uint64_t, NodeId> memo_sparse_;
@@ -832,7 +834,6 @@ bool decode_fast(ByteReader& r, const OpInfo& info, Instruction& in) {
 }  // namespace
 
 Result<Graph> Machine::run() {
-  ByteReader r(pickle_);
   const auto& table = op_table();
   stack_.reserve(64);
   Instruction in;
@@ -840,23 +841,32 @@ Result<Graph> Machine::run() {
   auto note = [&](int proto) {
     if (proto > g_.max_op_proto_) g_.max_op_proto_ = proto;
   };
+  // The position lives in a local (a register) rather than in a ByteReader
+  // whose address the calls take. The fast path below reads an opcode and
+  // its fixed-size argument only after checking that `left` holds all of
+  // it; anything else (and every error) goes through a ByteReader over the
+  // rest of the pickle, whose offsets stay absolute.
+  const std::uint8_t* const bytes = pickle_.data();
+  const std::size_t size = pickle_.size();
+  std::size_t pos = 0;
   while (!stop) {
-    const ByteReader start = r;
-    const std::uint64_t at = r.offset();
-    auto code = r.u8();
-    if (!code) return make_error(Errc::truncated, "pickle ended without STOP", at);
+    const std::uint64_t at = pos;
+    if (pos >= size) return make_error(Errc::truncated, "pickle ended without STOP", at);
+    const std::uint8_t code = bytes[pos];
+    const std::size_t left = size - pos;  // the opcode and what follows it
+    const std::uint8_t* const arg = bytes + pos + 1;
     // The opcodes that make up most object-heavy pickles are run here in one
     // dispatch. Anything unusual (a cut argument, an empty stack, a limit)
     // falls through to the general path below, which words the error.
     const bool room = stack_.size() < limits_.max_pickle_stack;
-    switch (*code) {
+    switch (code) {
       case op::BINGET: {
-        auto key = r.u8();
-        if (key && *key < memo_dense_.size() && memo_dense_[*key] != kNoNode && room) {
-          const NodeId id = memo_dense_[*key];
+        if (left >= 2 && arg[0] < memo_dense_.size() && memo_dense_[arg[0]] != kNoNode && room) {
+          const NodeId id = memo_dense_[arg[0]];
           if (!Graph::is_immediate(id)) g_.nodes_[id].flags |= Graph::kShared;
           stack_.push_back(id);
           note(1);
+          pos += 2;
           continue;
         }
         break;
@@ -868,41 +878,50 @@ Result<Graph> Machine::run() {
           memo_dense_[memo_count_++] = t;
           if (!Graph::is_immediate(t)) g_.nodes_[t].flags |= Graph::kMemoized;
           note(4);
+          pos += 1;
           continue;
         }
         break;
       case op::MARK:
         if (marks_.size() < limits_.max_pickle_depth) {
           marks_.push_back(stack_.size());
+          pos += 1;
           continue;
         }
         break;
       case op::BININT1:
-        if (auto v = r.u8(); v && room) {
-          stack_.push_back(Graph::add_int_immediate(*v));
+        if (left >= 2 && room) {
+          stack_.push_back(Graph::add_int_immediate(arg[0]));
           note(1);
+          pos += 2;
           continue;
         }
         break;
       case op::BININT2:
-        if (auto v = r.u16_le(); v && room) {
-          stack_.push_back(Graph::add_int_immediate(*v));
+        if (left >= 3 && room) {
+          stack_.push_back(Graph::add_int_immediate(static_cast<std::int32_t>(arg[0] | (arg[1] << 8))));
           note(1);
+          pos += 3;
           continue;
         }
         break;
       case op::BININT:
-        if (auto v = r.i32_le(); v && room) {
-          stack_.push_back(g_.add_int(*v, at));
+        if (left >= 5 && room) {
+          std::uint32_t v = 0;
+          for (int i = 0; i < 4; ++i) v |= std::uint32_t{arg[i]} << (8 * i);
+          stack_.push_back(g_.add_int(static_cast<std::int32_t>(v), at));
           note(1);
+          pos += 5;
           continue;
         }
         break;
       case op::SHORT_BINUNICODE:
-        if (auto n = r.u8()) {
-          if (auto body = r.bytes(*n); body && room && text::is_utf8(*body)) {
-            stack_.push_back(g_.add_span(Kind::str, *body, at));
+        if (left >= 2 && left - 2 >= arg[0] && room) {
+          const ByteSpan body(arg + 1, arg[0]);
+          if (text::is_utf8(body)) {
+            stack_.push_back(g_.add_span(Kind::str, body, at));
             note(4);
+            pos += 2 + arg[0];
             continue;
           }
         }
@@ -910,23 +929,28 @@ Result<Graph> Machine::run() {
       case op::EMPTY_LIST:
       case op::EMPTY_DICT:
         if (room) {
-          stack_.push_back(g_.add_node(*code == op::EMPTY_LIST ? Kind::list : Kind::dict, kNoNode, kNoNode, kNoNode, at));
+          stack_.push_back(g_.add_node(code == op::EMPTY_LIST ? Kind::list : Kind::dict, kNoNode, kNoNode, kNoNode, at));
           note(1);
+          pos += 1;
           continue;
         }
         break;
       case op::BINFLOAT:
-        if (auto v = r.u64_be(); v && room) {
-          stack_.push_back(g_.add_float(std::bit_cast<double>(*v), at));
+        if (left >= 9 && room) {
+          std::uint64_t v = 0;
+          for (int i = 0; i < 8; ++i) v = (v << 8) | arg[i];
+          stack_.push_back(g_.add_float(std::bit_cast<double>(v), at));
           note(1);
+          pos += 9;
           continue;
         }
         break;
       case op::NEWTRUE:
       case op::NEWFALSE:
         if (room) {
-          stack_.push_back(*code == op::NEWTRUE ? kTrueId : kFalseId);
+          stack_.push_back(code == op::NEWTRUE ? kTrueId : kFalseId);
           note(2);
+          pos += 1;
           continue;
         }
         break;
@@ -938,7 +962,7 @@ Result<Graph> Machine::run() {
         const std::size_t below = marks_.size() > 1 ? marks_[marks_.size() - 2] : 0;
         if (m <= below || m == 0) break;
         const NodeId target = stack_[m - 1];
-        const Kind want = *code == op::APPENDS ? Kind::list : Kind::dict;
+        const Kind want = code == op::APPENDS ? Kind::list : Kind::dict;
         const std::size_t n = stack_.size() - m;
         if (Graph::is_immediate(target) || g_.nodes_[target].kind != want || (want == Kind::dict && n % 2)) break;
         if (g_.nodes_.size() >= 0x7FFFFFF0u || g_.pool_.size() >= 0xFFFFFFF0u - stack_.size()) break;
@@ -946,24 +970,26 @@ Result<Graph> Machine::run() {
         stack_.resize(m);
         marks_.pop_back();
         note(1);
+        pos += 1;
         continue;
       }
       case op::BINPUT:
-        if (auto key = r.u8(); key && stack_.size() > fence() && *key < memo_dense_.size() &&
-                               memo_dense_[*key] == kNoNode && memo_count_ < limits_.max_pickle_memo) {
+        if (left >= 2 && stack_.size() > fence() && arg[0] < memo_dense_.size() && memo_dense_[arg[0]] == kNoNode &&
+            memo_count_ < limits_.max_pickle_memo) {
           const NodeId t = stack_.back();
-          memo_dense_[*key] = t;
+          memo_dense_[arg[0]] = t;
           ++memo_count_;
           if (!Graph::is_immediate(t)) g_.nodes_[t].flags |= Graph::kMemoized;
           note(1);
+          pos += 2;
           continue;
         }
         break;
       default: break;
     }
     // The general path.
-    r = start;
-    const OpInfo* info = table[*code];
+    ByteReader r(pickle_.subspan(pos), at);
+    const OpInfo* info = table[code];
     if (info != nullptr && decode_fast(r, *info, in)) {
       in.info = info;
       in.offset = at;
@@ -973,10 +999,11 @@ Result<Graph> Machine::run() {
       if (!full) return std::move(full).error();
       in = *full;
     }
+    pos = static_cast<std::size_t>(r.offset());
     note(in.info->proto);
     if (!step(in, stop)) return std::move(error_);
   }
-  g_.end_offset_ = r.offset();
+  g_.end_offset_ = pos;
   g_.next_buffers_ = next_buffer_;
   return std::move(g_);
 }

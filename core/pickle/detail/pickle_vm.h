@@ -200,6 +200,9 @@ class Graph {
   const Op& op(std::uint32_t i) const { return ops_[i]; }
   /// All items of a node (tests and small tools; the writer walks segments).
   std::vector<NodeId> items(NodeId id) const;
+  /// The ids of the global nodes, in ascending order (a writer below
+  /// protocol 4 looks at them without scanning every node).
+  const std::vector<NodeId>& global_nodes() const { return global_nodes_; }
 
   /// Effects with no object to hang on: the first effects_before() go before
   /// the result, the rest after it; each part in pickle order.
@@ -239,7 +242,7 @@ class Graph {
   std::uint32_t new_chain(std::span<const NodeId> ids);
   void append_pool(std::span<const NodeId> ids) {
     detail::ensure_room(pool_, ids.size());
-    for (NodeId id : ids) pool_.push_back(id);
+    pool_.insert(pool_.end(), ids.begin(), ids.end());  // one copy, not one push per id
   }
   void chain_append(std::uint32_t head, std::span<const NodeId> ids);
   /// Takes the effect op for `effect` off `anchor`'s mutation list; item ops
@@ -263,7 +266,47 @@ class Graph {
   std::size_t next_buffers_ = 0;
   bool has_persid_ = false;
   std::vector<std::string> globals_;
+  std::vector<NodeId> global_nodes_;
 };
+
+// The builders the loader calls once or more per opcode: inline, so that
+// they are not a call each in its run loop.
+[[gnu::always_inline]] inline NodeId Graph::add_node(Kind kind, NodeId a, NodeId b, NodeId c, std::uint64_t offset) {
+  const auto id = static_cast<NodeId>(nodes_.size());
+  detail::ensure_room(nodes_, 1);
+  Node& n = nodes_.emplace_back();
+  n.kind = kind;
+  n.a = a;
+  n.b = b;
+  if (c != kNoNode) n.x = c;
+  n.offset_hi = static_cast<std::uint16_t>(offset >> 32);
+  n.offset_lo = static_cast<std::uint32_t>(offset);
+  if (kind == Kind::global) global_nodes_.push_back(id);
+  return id;
+}
+
+[[gnu::always_inline]] inline std::uint32_t Graph::new_chain(std::span<const NodeId> ids) {
+  const auto s = static_cast<std::uint32_t>(segments_.size());
+  detail::ensure_room(segments_, 1);
+  detail::ensure_room(pool_, ids.size());
+  Segment& seg = segments_.emplace_back();
+  seg.off = static_cast<std::uint32_t>(pool_.size());
+  seg.count = static_cast<std::uint32_t>(ids.size());
+  seg.tail = s;
+  seg.total = ids.size();
+  append_pool(ids);
+  return s;
+}
+
+[[gnu::always_inline]] inline void Graph::append_items(NodeId id, std::span<const NodeId> ids) {
+  if (ids.empty()) return;
+  if (nodes_[id].items == kEnd) {
+    const std::uint32_t head = new_chain(ids);
+    nodes_[id].items = head;
+  } else {
+    chain_append(nodes_[id].items, ids);
+  }
+}
 
 struct LoadOptions {
   /// The out-of-band buffers that came with the pickle.

@@ -15,15 +15,11 @@ void Writer::save_int64(std::int64_t v) {
     if (proto_ == 0) {
       text_op(op::INT, std::to_string(v));
     } else if (v >= 0 && v <= 0xff) {
-      const std::uint8_t b[2] = {op::BININT1, static_cast<std::uint8_t>(v)};
-      raw(b, 2);
+      op_le<1>(op::BININT1, static_cast<std::uint64_t>(v));
     } else if (v >= 0 && v <= 0xffff) {
-      const std::uint8_t b[3] = {op::BININT2, static_cast<std::uint8_t>(v), static_cast<std::uint8_t>(v >> 8)};
-      raw(b, 3);
+      op_le<2>(op::BININT2, static_cast<std::uint64_t>(v));
     } else {
-      std::uint8_t b[5] = {op::BININT};
-      for (int i = 0; i < 4; ++i) b[1 + i] = static_cast<std::uint8_t>(static_cast<std::uint32_t>(v) >> (8 * i));
-      raw(b, 5);
+      op_le<4>(op::BININT, static_cast<std::uint32_t>(v));
     }
     return;
   }
@@ -96,10 +92,8 @@ bool Writer::save_int_node(NodeId id) {
 
 void Writer::save_float(double v) {
   if (proto_ >= 1) {
-    std::uint8_t b[9] = {op::BINFLOAT};
-    const auto bits = std::bit_cast<std::uint64_t>(v);
-    for (int i = 0; i < 8; ++i) b[1 + i] = static_cast<std::uint8_t>(bits >> (56 - 8 * i));
-    raw(b, 9);
+    // BINFLOAT's argument is big-endian: the bits byte-swapped, written little-endian.
+    op_le<8>(op::BINFLOAT, __builtin_bswap64(std::bit_cast<std::uint64_t>(v)));
   } else {
     text_op(op::FLOAT, text::float_repr(v));
   }
@@ -133,6 +127,17 @@ bool Writer::write_str(NodeId id, std::string_view utf8) {
     return true;
   }
   const std::uint64_t n = utf8.size();
+  if (n < kBigWrite) {
+    // What write_data does for data this short (inside the frame, one copy),
+    // with the header stored straight into the output.
+    if (n <= 0xff && proto_ >= 4) {
+      op_le<1>(op::SHORT_BINUNICODE, n);
+    } else {
+      op_le<4>(op::BINUNICODE, n);
+    }
+    raw(as_bytes(utf8));
+    return true;
+  }
   std::uint8_t header[9];
   std::size_t hn;
   if (n <= 0xff && proto_ >= 4) {

@@ -144,6 +144,20 @@ class Writer {
     if (len_ == out_.size() && !room(1)) return;
     out_[len_++] = b;
   }
+  // An opcode and an N-byte little-endian argument, stored straight into the
+  // output. Staged in a small array and copied, a 4-byte argument written at
+  // offset 1 was read back as an overlapping word: a store-forwarding stall
+  // on every LONG_BINPUT/LONG_BINGET, the most frequent opcodes of a large
+  // object-heavy pickle below protocol 4.
+  template <int N>
+  [[gnu::always_inline]] void op_le(std::uint8_t code, std::uint64_t v) {
+    if (framing_ && frame_start_ == kNoFrame) start_frame();
+    if (len_ + 1 + N > out_.size() && !room(1 + N)) return;
+    std::uint8_t* d = out_.data() + len_;
+    d[0] = code;
+    for (int i = 0; i < N; ++i) d[1 + i] = static_cast<std::uint8_t>(v >> (8 * i));
+    len_ += 1 + N;
+  }
   // Appends a big payload without zero-filling its room first.
   void raw_big(ByteSpan data) {
     if (framing_ && frame_start_ == kNoFrame) start_frame();
@@ -196,38 +210,35 @@ class Writer {
   }
 
   // ---- memo ----
-  std::uint32_t memo_put() {
+  // Inlined: an object-heavy pickle puts and gets once per object or so.
+  [[gnu::always_inline]] std::uint32_t memo_put() {
     const std::uint64_t idx = memo_count_++;
-    if (idx >= 0xFFFFFFFFull) {
+    if (idx >= 0xFFFFFFFFull) [[unlikely]] {
       overflow_ = true;
       return kNoMemo;
     }
     if (proto_ >= 4) {
       byte(op::MEMOIZE);
-    } else if (proto_ == 0) {
-      text_op(op::PUT, std::to_string(idx));
+    } else if (proto_ == 0) [[unlikely]] {
+      text_memo(op::PUT, idx);
     } else if (idx < 256) {
-      const std::uint8_t b[2] = {op::BINPUT, static_cast<std::uint8_t>(idx)};
-      raw(b, 2);
+      op_le<1>(op::BINPUT, idx);
     } else {
-      std::uint8_t b[5] = {op::LONG_BINPUT};
-      for (int i = 0; i < 4; ++i) b[1 + i] = static_cast<std::uint8_t>(idx >> (8 * i));
-      raw(b, 5);
+      op_le<4>(op::LONG_BINPUT, idx);
     }
     return static_cast<std::uint32_t>(idx);
   }
-  void memo_get(std::uint32_t idx) {
-    if (proto_ == 0) {
-      text_op(op::GET, std::to_string(idx));
+  [[gnu::always_inline]] void memo_get(std::uint32_t idx) {
+    if (proto_ == 0) [[unlikely]] {
+      text_memo(op::GET, idx);
     } else if (idx < 256) {
-      const std::uint8_t b[2] = {op::BINGET, static_cast<std::uint8_t>(idx)};
-      raw(b, 2);
+      op_le<1>(op::BINGET, idx);
     } else {
-      std::uint8_t b[5] = {op::LONG_BINGET};
-      for (int i = 0; i < 4; ++i) b[1 + i] = static_cast<std::uint8_t>(idx >> (8 * i));
-      raw(b, 5);
+      op_le<4>(op::LONG_BINGET, idx);
     }
   }
+  // PUT and GET at protocol 0: the key in decimal text.
+  [[gnu::noinline]] void text_memo(std::uint8_t code, std::uint64_t idx) { text_op(code, std::to_string(idx)); }
   void text_op(std::uint8_t code, std::string_view arg) {
     scratch_.clear();
     scratch_.push_back(code);
@@ -279,10 +290,17 @@ class Writer {
   bool save_complex(NodeId id);
   bool run_task(Task t);
   bool step_items(Task t);
-  void push(Task t) {
+  // The task stack is tasks_[0, ntasks_): a push is one store and an
+  // increment (std::vector::push_back was not inlined into the hot loops).
+  [[gnu::always_inline]] void push(Task t) {
     t.depth = depth_;
-    tasks_.push_back(t);
+    push_as_is(t);
   }
+  [[gnu::always_inline]] void push_as_is(const Task& t) {
+    if (ntasks_ == tasks_.size()) [[unlikely]] grow_tasks();
+    tasks_[ntasks_++] = t;
+  }
+  [[gnu::noinline]] void grow_tasks() { tasks_.resize(std::max<std::size_t>(256, 2 * tasks_.size())); }
   void push_save(NodeId id) { Task t; t.type = TaskType::save; t.node = id; push(t); }
   void push_byte(std::uint8_t code, TaskType type = TaskType::byte) { Task t; t.type = type; t.op = code; push(t); }
   void push_node_task(TaskType type, NodeId id, std::uint8_t op = 0) {
@@ -336,7 +354,7 @@ class Writer {
     return time;
   }
   void wait(std::size_t level, const Task& rest) { calls_[level].waiting.push_back(rest); }
-  void push_items(NodeId id, std::uint32_t head, Policy p) {
+  [[gnu::always_inline]] void push_items(NodeId id, std::uint32_t head, Policy p) {
     if (head == kEnd || g_.chain_total(head) == 0) return;
     Task t;
     t.type = TaskType::items;
@@ -386,9 +404,10 @@ class Writer {
   bool shared_or_open(NodeId id) const {
     return g_.has_flag(id, Graph::kShared) || g_.node(id).ops != kEnd;
   }
-  void memoize_node(NodeId id) { memo_[id] = memo_put(); }
+  [[gnu::always_inline]] void memoize_node(NodeId id) { memo_[id] = memo_put(); }
 
   static constexpr std::size_t kNoFrame = ~std::size_t{0};
+  static constexpr std::size_t kPrefetchNodes = 24;    // 768 bytes of nodes ahead
   static constexpr std::size_t kChunk = 64 * 1024;     // zero-filled room for small writes
   static constexpr std::size_t kBigWrite = 16 * 1024;  // payloads appended without it
 
@@ -427,6 +446,7 @@ class Writer {
   std::unordered_map<NodeId, std::string> int_text_;
   std::unordered_map<NodeId, Buffer> int_bytes_;
   std::vector<Task> tasks_;
+  std::size_t ntasks_ = 0;
   std::uint32_t depth_ = 0;
   std::vector<std::size_t> out_of_band_;
 };

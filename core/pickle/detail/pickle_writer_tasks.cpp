@@ -59,8 +59,8 @@ bool Writer::save_global_node(NodeId id) {
 // CPython's save(). The leaves (atoms, memo hits, strings and bytes) are
 // written without pushing any task: save_leaf says 1 when it wrote one, 0
 // when `id` is not a leaf (then nothing but the frame boundary happened),
-// -1 on error.
-int Writer::save_leaf(NodeId id) {
+// -1 on error. Inlined into the item loops (all its callers are in this file).
+[[gnu::always_inline]] inline int Writer::save_leaf(NodeId id) {
   boundary();
   if (Graph::is_immediate(id)) {
     save_int64(Graph::immediate_value(id));
@@ -99,6 +99,13 @@ bool Writer::save(NodeId id) {
 }
 
 bool Writer::save_complex(NodeId id) {
+  // The walk meets nodes in about the order the reader made them: ask for
+  // the nodes (and memo slots) a little ahead, which the values of the
+  // next containers are (a hint only, no effect on what is written).
+  if (const std::size_t ahead = std::size_t{id} + kPrefetchNodes; ahead < g_.size()) {
+    __builtin_prefetch(&g_.node(static_cast<NodeId>(ahead)));
+    __builtin_prefetch(&memo_[ahead]);
+  }
   const Graph::Node& n = g_.node(id);
   const Kind k = n.kind;
   switch (k) {
@@ -446,7 +453,7 @@ bool Writer::run_task(Task t) {
           push_byte(op::POP);
           Task rest = *it;
           rest.depth = depth_;
-          tasks_.push_back(rest);
+          push_as_is(rest);
           Task fetch;
           fetch.type = TaskType::fetch;
           fetch.node = rest.node;
@@ -573,7 +580,7 @@ bool Writer::step_items(Task t) {
   };
   // Puts off the rest of the items when the next one must wait for a call
   // (see waits_for): they are added to the node once it is made.
-  auto put_off = [&](const Task& cur) {
+  auto put_off_slow = [&](const Task& cur) {
     if (p == kPlain || cur.left == 0) return false;
     const std::size_t level = waits_for(unit_time(cur, pairs));
     if (level == kNoWait) return false;
@@ -592,6 +599,8 @@ bool Writer::step_items(Task t) {
     wait(level, rest);
     return true;
   };
+  // Nothing waits while no call is being written: the common case is one test.
+  auto put_off = [&](const Task& cur) { return !calls_.empty() && put_off_slow(cur); };
 
   for (;;) {
     switch (t.phase) {
@@ -747,9 +756,9 @@ bool Writer::step_items(Task t) {
 // later uses fetch them by name (global_memo_).
 bool Writer::write_dotted_prologue() {
   std::unordered_set<std::string> mutated;
-  for (NodeId id = 0; id < g_.size(); ++id) {
+  for (const NodeId id : g_.global_nodes()) {
     const Graph::Node& n = g_.node(id);
-    if (n.kind == Kind::global && n.ops != kEnd) mutated.insert(global_key(g_.text(n.a), g_.text(n.b)));
+    if (n.ops != kEnd) mutated.insert(global_key(g_.text(n.a), g_.text(n.b)));
   }
   if (mutated.empty()) return true;
   // Only the globals the output holds: the reader leaves some behind that
@@ -789,9 +798,9 @@ bool Writer::write_dotted_prologue() {
       }
     }
   }
-  for (NodeId id = 0; id < g_.size(); ++id) {
+  for (const NodeId id : g_.global_nodes()) {
     const Graph::Node& n = g_.node(id);
-    if (n.kind != Kind::global || !reached[id]) continue;
+    if (!reached[id]) continue;
     const std::string_view module = g_.text(n.a), qualname = g_.text(n.b);
     bool extends_mutated = false;
     for (std::size_t dot = qualname.find('.'); dot != std::string_view::npos && !extends_mutated;
@@ -822,6 +831,7 @@ Result<Written> Writer::run() {
     estimate += 4096;
   }
   detail::reserve_large(out_, static_cast<std::size_t>(std::min<std::uint64_t>(estimate, limits_.max_pickle_output_bytes)));
+  grow_tasks();
   if (proto_ >= 2) {
     const std::uint8_t h[2] = {op::PROTO, static_cast<std::uint8_t>(proto_)};
     raw(h, 2);
@@ -838,9 +848,8 @@ Result<Written> Writer::run() {
   push_save(root);
   for (std::size_t i = before; i-- > 0;) push_node_task(TaskType::effect, effects[i]);
 
-  while (!tasks_.empty()) {
-    const Task t = tasks_.back();
-    tasks_.pop_back();
+  while (ntasks_ != 0) {
+    const Task t = tasks_[--ntasks_];
     depth_ = t.depth;
     if (!run_task(t)) return std::move(error_);
     if (overflow_) {
