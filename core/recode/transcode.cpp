@@ -85,8 +85,9 @@ Result<ClassRef> read_class(ByteSpan type_serialized) {
 // zeroed page for every 4 KiB the decoder writes (a third of an lz4 -> none
 // transcode, bench/RESULTS.md "Transcode in windows"); a block used again
 // costs neither. Only blocks given back are kept, at most kKeptBlocks of at
-// most kLargestKept bytes each, so the blocks in existence (held and kept)
-// are never more than were held at once: the peak RSS does not grow. The
+// most kLargestKept bytes each, and all go before a new block is made, so
+// the blocks in existence (held and kept) are never more than were held at
+// once; a kept block is used for a frame of at least half its size. The
 // bytes a block held before are never read: the decoder writes every byte
 // of the output it reports (OutputRoom::finish), and a failed decode's
 // block goes back unread.
@@ -117,12 +118,10 @@ class DecodedBlocks {
         kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(best));
         return b;
       }
-      // None fits: a kept block goes before a new one comes, so that what
-      // exists stays within what was held at once.
-      if (!kept_.empty()) {
-        release(kept_.front());
-        kept_.erase(kept_.begin());
-      }
+      // None fits: the kept blocks go before a new one comes, so that what
+      // exists (the blocks held now and the new one) is what is held at once.
+      for (const Block& b : kept_) release(b);
+      kept_.clear();
     }
     // Rounded to a MiB, so that frames of about the same size share blocks.
     if (size > SIZE_MAX - kSmallest) throw std::bad_alloc();
