@@ -209,13 +209,19 @@ class DecodedBlockRoom final : public OutputRoom {
   std::size_t size_ = 0;
 };
 
-// decompress_frame() for a frame that is written raw: one that declares
-// DecodedBlocks::kSmallest or more decoded goes into a block used again.
-// The same bytes and the same errors.
+// decompress_frame() for a frame that is written raw: an lz4 or snappy
+// frame that declares DecodedBlocks::kSmallest or more decoded goes into a
+// block used again. The same bytes and the same errors. (Those two ask for
+// their room once, of the size they declare, after checking it against the
+// limit and what the input can make. zstd and zlib may grow theirs as
+// output appears, which a Buffer does in place, by mremap, and a block of
+// DecodedBlocks by a copy that holds the old and the new at once: they take
+// decompress_frame()'s Buffer.)
 Result<Bytes> decompress_to_raw(const CompressionValue& entry, const Bytes& frame, const Limits& limits) {
   auto codec = codec_of(entry);
   if (!codec) return std::move(codec).error();
-  const auto declared = *codec == Codec::none ? std::nullopt : declared_size(*codec, frame);
+  if (*codec != Codec::lz4 && *codec != Codec::snappy) return decompress_frame(entry, frame, limits);
+  const auto declared = declared_size(*codec, frame);
   if (!declared || *declared < DecodedBlocks::kSmallest || *declared > limits.max_decompressed_bytes)
     return decompress_frame(entry, frame, limits);
   DecodedBlockRoom room;

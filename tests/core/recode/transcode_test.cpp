@@ -198,11 +198,12 @@ TEST_CASE("transcode: real lz4 frames become zstd with the same bytes inside") {
 }
 
 TEST_CASE("transcode: large frames decoded to raw are decompress()'s bytes, message after message") {
-  // Frames of 1 MiB and more are decoded to raw into blocks used again once
-  // written (core/recode/transcode.cpp DecodedBlocks): each output is its
-  // own frame's bytes, never what a block held before, for every codec (zstd
-  // and zlib grow their room as output appears), with the frames alive at
-  // once or one after the other, larger and smaller than the last.
+  // lz4 and snappy frames of 1 MiB and more are decoded to raw into blocks
+  // used again once written (core/recode/transcode.cpp DecodedBlocks): each
+  // output is its own frame's bytes, never what a block held before, with
+  // the frames alive at once or one after the other, larger and smaller
+  // than the last; zstd and zlib frames in between (decoded into Buffers)
+  // change nothing of that.
   const std::size_t sizes[] = {std::size_t{3} << 20, (std::size_t{3} << 20) - 12345, std::size_t{1} << 20,
                                (std::size_t{5} << 20) + 7, std::size_t{2} << 20};
   std::vector<std::vector<Bytes>> alive;
