@@ -19,12 +19,18 @@ Measured in the same run, each the best of --repeat:
   floor lz4->zstd     python-lz4 decompress + python-zstandard compress (level
                       3) of every frame, in C: one thread, and one per core
   floor lz4->none     python-lz4 decompress of every frame, plus writing the
-                      same number of bytes to a fresh file in the same folder
+                      same number of bytes to a fresh file in the same folder;
+                      the fsync dask-caps does before its rename is timed
+                      apart (floor-fsync-s, over-floor-with-fsync)
   python from_frames  Dask's own loading of every small message
                       (distributed.comm.utils.from_frames)
   dask-caps           transcode --codec zstd | --codec none (mixed);
                       --pickle-protocol 4 (small), which rewrites every
                       type-serialized pickle
+
+Wall times move with the load of a shared machine; each mixed row also has
+CPU seconds (dask-caps: user + sys from GNU time; the 1-thread floor: its
+loop's process time) and their ratio, cpu-over-floor-cpu.
 
 Peak RSS comes from GNU time (package `time`); "above start" subtracts the
 peak RSS of transcoding a stream that holds only a handshake. Usage:
@@ -100,6 +106,8 @@ def z(frame, cctx={}):
     c = cctx.setdefault(threading.get_ident(), zstandard.ZstdCompressor(level=3))
     return len(c.compress(lz4.block.decompress(frame)))
 t0 = time.perf_counter()
+c0 = time.process_time()
+fsync_s = 0.0
 if target == "zstd":
     if threads == 1:
         total = sum(z(f) for f in frames)
@@ -113,8 +121,16 @@ else:
             raw = lz4.block.decompress(f)
             total += len(raw)
             out.write(raw)
+        # What dask-caps also does before it renames its output into place
+        # (core/base/atomic_file.h): timed apart, not in the floor.
+        out.flush()
+        t1 = time.perf_counter()
+        os.fsync(out.fileno())
+        fsync_s = time.perf_counter() - t1
     os.remove(out_path)
-print(time.perf_counter() - t0, len(frames), total)
+# Wall seconds (without the fsync), frames, bytes, fsync seconds, CPU seconds
+# of the whole process (all its threads) in the loop, the fsync's included.
+print(time.perf_counter() - t0 - fsync_s, len(frames), total, fsync_s, time.process_time() - c0)
 """
 
 PY_LOAD = r"""
@@ -135,22 +151,29 @@ print(asyncio.run(main()), len(msgs))
 def timed(cmd):
     """Wall time and peak RSS (GNU time) of one run."""
     t0 = time.perf_counter()
-    p = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True)
+    p = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", *cmd], capture_output=True)
     elapsed = time.perf_counter() - t0
     if p.returncode != 0:
         raise SystemExit(f"{cmd} failed: {p.stderr.decode()[-2000:]}")
-    return elapsed, int(p.stderr.decode().strip().splitlines()[-1]) * 1024, p.stdout.decode()
+    rss, user, system = p.stderr.decode().strip().splitlines()[-1].split()
+    return elapsed, int(rss) * 1024, p.stdout.decode(), float(user) + float(system)
 
 
 def best(cmd, repeat):
+    """Best wall time, largest peak RSS, the last output, least CPU time (user + sys)."""
     runs = [timed(cmd) for _ in range(repeat)]
-    return min(r[0] for r in runs), max(r[1] for r in runs), runs[-1][2]
+    return min(r[0] for r in runs), max(r[1] for r in runs), runs[-1][2], min(r[3] for r in runs)
 
 
 def best_inner(cmd, repeat):
-    """Best of the time a Python child reports for its own loop (no start-up)."""
+    """Best of the time a Python child reports for its own loop (no start-up);
+    the other fields of its best run, and the least of its fifth (CPU time)."""
     outs = [subprocess.run(cmd, capture_output=True, check=True, text=True).stdout.split() for _ in range(repeat)]
-    return min(float(o[0]) for o in outs), outs[0][1:]
+    best_run = min(outs, key=lambda o: float(o[0]))
+    info = best_run[1:]
+    if len(best_run) > 4:
+        info.append(min(float(o[4]) for o in outs))
+    return float(best_run[0]), info
 
 
 def baseline_rss(tool, d):
@@ -178,7 +201,10 @@ def main():
     e2e = os.path.join(HERE, "..", "tests", "e2e")
     cores = os.cpu_count()
     array_bytes = int(args.array_mib * (1 << 20)) // 8 * 8
-    res = {"cores": cores, "array-mib": args.array_mib}
+    # The machine is shared: the load average at the start and at the end
+    # go with the numbers (bench/RESULTS.md).
+    res = {"cores": cores, "array-mib": args.array_mib,
+           "load-average-start": [round(x, 2) for x in os.getloadavg()]}
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as d:
         mixed = os.path.join(d, "mixed.stream")
         small = os.path.join(d, "small.stream")
@@ -204,19 +230,32 @@ def main():
                 s, info = best_inner([sys.executable, "-c", FLOOR, e2e, mixed, str(th), target,
                                       os.path.join(d, "floor.out")], args.repeat)
                 floors[th] = s
-            dc_s, dc_rss, _ = best([tool, "transcode", mixed, "-o", out, "--codec", target], args.repeat)
+                if th == 1:
+                    fsync_s, floor_cpu = float(info[2]), float(info[4])
+            dc_s, dc_rss, _, dc_cpu = best([tool, "transcode", mixed, "-o", out, "--codec", target], args.repeat)
             os.remove(out)
             floor = floors[cores] if target == "zstd" else floors[1]
             row = {"dask-caps-s": round(dc_s, 3), "floor-1-thread-s": round(floors[1], 3),
                    "floor-s": round(floor, 3), "over-floor": round(dc_s / floor, 3),
                    "peak-rss-mib": round(dc_rss / (1 << 20), 1),
                    "peak-rss-above-start-over-largest-message": round((dc_rss - base) / array_bytes, 2)}
+            # On a shared machine the wall times move with the load; CPU
+            # seconds (dask-caps: user + sys of the process, the floor: its
+            # loop on one thread, the fsync included) move less.
+            row["dask-caps-cpu-s"] = round(dc_cpu, 3)
+            row["floor-1-thread-cpu-s"] = round(floor_cpu, 3)
+            row["cpu-over-floor-cpu"] = round(dc_cpu / floor_cpu, 3)
             if target == "zstd":
                 row[f"floor-{cores}-threads-s"] = round(floors[cores], 3)
+            else:
+                # dask-caps fsyncs its output before the rename; the floor does not.
+                row["floor-fsync-s"] = round(fsync_s, 3)
+                row["over-floor-with-fsync"] = round(dc_s / (floor + fsync_s), 3)
             res[f"lz4->{target}"] = row
             print(f"lz4 -> {target}: dask-caps {dc_s:.3f} s, floor {floor:.3f} s ({dc_s / floor:.2f}x), "
                   f"peak RSS {dc_rss / (1 << 20):.0f} MiB = {(dc_rss - base) / array_bytes:.2f}x the largest "
-                  f"message above the {base / (1 << 20):.0f} MiB start")
+                  f"message above the {base / (1 << 20):.0f} MiB start; CPU {dc_cpu:.3f} s against the "
+                  f"1-thread floor's {floor_cpu:.3f} s ({dc_cpu / floor_cpu:.2f}x)")
 
         if args.big_mib:
             big = os.path.join(d, "big.stream")
@@ -226,7 +265,7 @@ def main():
             for name, cmd in (("lz4->zstd", ["transcode", big, "-o", os.path.join(d, "big.out"), "--codec", "zstd"]),
                               ("lz4->none", ["transcode", big, "-o", os.path.join(d, "big.out"), "--codec", "none"]),
                               ("inspect", ["inspect", "--json", big])):
-                secs, rss, _ = best([tool, *cmd], 1)
+                secs, rss, *_ = best([tool, *cmd], 1)
                 row[name] = {"s": round(secs, 3), "peak-rss-above-start-mib": round((rss - base) / (1 << 20), 1)}
                 print(f"big ({args.big_mib} MiB array, {row['mib-on-the-wire']} MiB of lz4) {name}: "
                       f"{secs:.2f} s, peak RSS {(rss - base) / (1 << 20):.1f} MiB above the start")
@@ -237,11 +276,12 @@ def main():
 
         py_s, _ = best_inner([sys.executable, "-c", PY_LOAD, e2e, small], args.repeat)
         out = os.path.join(d, "out-small.stream")
-        dc_s, dc_rss, _ = best([tool, "transcode", small, "-o", out, "--pickle-protocol", "4"], args.repeat)
+        dc_s, dc_rss, _, dc_cpu = best([tool, "transcode", small, "-o", out, "--pickle-protocol", "4"], args.repeat)
         res["small-p4"] = {"python-from-frames-msgs-s": round(n_small / py_s), "dask-caps-msgs-s": round(n_small / dc_s),
                            "ratio": round(py_s / dc_s, 2), "dask-caps-s": round(dc_s, 3), "python-s": round(py_s, 3)}
         print(f"small messages, --pickle-protocol 4: dask-caps {n_small / dc_s:,.0f} msgs/s (whole process), "
               f"Python from_frames {n_small / py_s:,.0f} msgs/s (its loop only): {py_s / dc_s:.1f}x")
+    res["load-average-end"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(res, indent=2))
 
 

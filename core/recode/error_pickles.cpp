@@ -31,12 +31,19 @@ std::string path_of(const std::vector<Step>& steps) {
   if (steps.empty()) return "<root>";
   std::string out;
   for (const Step& s : steps) {
-    if (s.key == nullptr)
-      out += "[" + std::to_string(s.index) + "]";
-    else if (out.empty())
+    // Appended piece by piece: GCC 12 at -O3 warns (-Wrestrict, a false
+    // positive) on "[" + std::string&& here.
+    if (s.key == nullptr) {
+      out += '[';
+      out += std::to_string(s.index);
+      out += ']';
+    } else if (out.empty()) {
       out = s.key->is_str() ? std::string(s.key->as_str()) : msgpack::repr(*s.key, 40);
-    else
-      out += "[" + msgpack::repr(*s.key, 40) + "]";
+    } else {
+      out += '[';
+      out += msgpack::repr(*s.key, 40);
+      out += ']';
+    }
   }
   return out;
 }

@@ -30,7 +30,8 @@
 //           Errc::unsupported, and the caller decodes it whole.
 //   zlib    inflate in steps, as decompress() does.
 // The callback may stop the decoding by returning an error, which is
-// returned as it is. Memory: one input piece, one output window, and the
+// returned as it is. Memory: one input piece, one output window (lz4 and
+// zstd: two, the one before being used again once its pieces are gone), and the
 // codec's state (lz4: 64 KiB of history; zstd: its window, at most 2^27
 // bytes and never more than the frame declares; zlib: 32 KiB).
 //

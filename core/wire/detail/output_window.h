@@ -6,7 +6,11 @@
 // A window is `history` bytes copied from the end of the previous one (the
 // past that the decoder may still read: lz4's 64 KiB), then room for up to
 // piece_bytes new bytes, never more than the frame has left to make. Bytes
-// before cursor() are final: they are never written again.
+// before cursor() are final: they are never written again. A window whose
+// pieces are all gone (no Bytes shares it) is used again two windows later,
+// so that a frame costs two windows of memory, not a fresh one each time
+// (whose pages fault in anew: a third of the page faults of an lz4 -> zstd
+// transcode, bench/RESULTS.md "Transcode in windows").
 #pragma once
 
 #include <algorithm>
@@ -64,9 +68,20 @@ class OutputWindow {
     const std::size_t keep = static_cast<std::size_t>(std::min<std::uint64_t>(history_, done));
     const std::size_t fresh =
         static_cast<std::size_t>(std::min<std::uint64_t>(piece_bytes_, total_ - done));
-    auto next = std::make_shared<Buffer>(Buffer::uninitialised(keep + fresh));
+    std::shared_ptr<Buffer> next;
+    if (spare_ != nullptr && spare_.use_count() == 1 && spare_->size() >= keep + fresh) {
+      // The window before the last one, whose pieces are all gone: used
+      // again, so that its pages are not faulted in anew for every window.
+      next = std::move(spare_);
+    } else {
+      // A window that more windows follow is made large enough for any of
+      // them, to be used again.
+      const bool more = total_ - done > fresh;
+      next = std::make_shared<Buffer>(Buffer::uninitialised(more ? history_ + piece_bytes_ : keep + fresh));
+    }
     if (keep > 0) std::memcpy(next->data(), data_ + pos_ - keep, keep);
-    buffer_ = std::move(next);  // the old window lives on in the pieces that share it
+    spare_ = std::move(buffer_);  // lives on in the pieces that share it, then is used again
+    buffer_ = std::move(next);
     data_ = buffer_->data();
     cap_ = keep + fresh;
     pos_ = handed_ = keep;
@@ -79,6 +94,7 @@ class OutputWindow {
   std::size_t piece_bytes_;
   std::size_t history_;
   std::shared_ptr<Buffer> buffer_;
+  std::shared_ptr<Buffer> spare_;  // the previous window, once no piece shares it
   std::uint8_t* data_ = nullptr;
   std::size_t cap_ = 0;
   std::size_t pos_ = 0;

@@ -197,6 +197,46 @@ TEST_CASE("transcode: real lz4 frames become zstd with the same bytes inside") {
   CHECK(out[0] == m.original_frames[0]);
 }
 
+TEST_CASE("transcode: large frames decoded to raw are decompress()'s bytes, message after message") {
+  // lz4 and snappy frames of 1 MiB and more are decoded to raw into blocks
+  // used again once written (core/recode/transcode.cpp DecodedBlocks): each
+  // output is its own frame's bytes, never what a block held before, with
+  // the frames alive at once or one after the other, larger and smaller
+  // than the last; zstd and zlib frames in between (decoded into Buffers)
+  // change nothing of that.
+  const std::size_t sizes[] = {std::size_t{3} << 20, (std::size_t{3} << 20) - 12345, std::size_t{1} << 20,
+                               (std::size_t{5} << 20) + 7, std::size_t{2} << 20};
+  std::vector<std::vector<Bytes>> alive;
+  for (Codec c : {Codec::lz4, Codec::zstd, Codec::snappy, Codec::zlib}) {
+    for (std::size_t k = 0; k < std::size(sizes); ++k) {
+      Buffer data = partly_compressible(sizes[k], 20 + 10 * k);
+      for (std::size_t i = 0; i < data.size(); i += 4093) data[i] = static_cast<std::uint8_t>(k + 3 * i);
+      Message raw = arrays_message({{"x", data}});
+      TranscodeReport r1;
+      Message packed = reparse(recode(raw, with_codec(c), r1));
+      REQUIRE(compression_of(object_at(packed, "x")) == arr({str(std::string(codec_name(c)))}));
+      TranscodeReport r2;
+      auto out = recode(packed, with_codec(Codec::none), r2);
+      CAPTURE(codec_name(c));
+      CAPTURE(k);
+      const SubObject& o = object_at(reparse(out), "x");
+      REQUIRE(o.frames.size() == 1);
+      CHECK(to_buffer(o.frames[0]) == data);
+      if (k % 2 == 0) alive.push_back(std::move(out));  // some stay alive, some go at once
+    }
+  }
+  // The frames kept alive still hold their own bytes.
+  std::size_t j = 0;
+  for (Codec c : {Codec::lz4, Codec::zstd, Codec::snappy, Codec::zlib}) {
+    for (std::size_t k = 0; k < std::size(sizes); k += 2, ++j) {
+      Buffer data = partly_compressible(sizes[k], 20 + 10 * k);
+      for (std::size_t i = 0; i < data.size(); i += 4093) data[i] = static_cast<std::uint8_t>(k + 3 * i);
+      CAPTURE(codec_name(c));
+      CHECK(to_buffer(object_at(reparse(alive[j]), "x").frames[0]) == data);
+    }
+  }
+}
+
 TEST_CASE("transcode: frames already in the target codec, and cuda frames marked false, are untouched") {
   Message lz4 = example_message("codec-lz4.stream", 1);
   TranscodeReport r1;

@@ -585,7 +585,7 @@ TEST_CASE("stream_codec: random blocks decode here exactly when liblz4 decodes t
 
 TEST_CASE("stream_codec: a 64 MiB lz4 frame decodes in 64 KiB pieces in two windows of memory") {
   // About 100:1: a 64 KiB piece makes some 6 MiB, handed out and dropped
-  // at once; what the decoder keeps between pieces is its window.
+  // at once; what the decoder keeps between pieces is its windows.
   const std::size_t size = std::size_t{64} << 20;
   Buffer frame;
   std::uint32_t want = 0;
@@ -621,7 +621,10 @@ TEST_CASE("stream_codec: a 64 MiB lz4 frame decodes in 64 KiB pieces in two wind
   CHECK(got == want);
   MESSAGE("held between pieces: " << most << " bytes (a window is " << window << ")");
   if (DASKCAPS_TEST_ASAN) return;  // its allocator does not answer mallinfo2
-  CHECK(most <= 2 * window);
+  // The window being written and the one before, kept to be used again once
+  // its pieces are gone (core/wire/detail/output_window.h), with the
+  // bookkeeping of the two shared buffers.
+  CHECK(most <= 2 * window + 512);
 }
 
 TEST_CASE("stream_codec: zstd frames whose blocks break Block_Maximum_Size are refused") {
