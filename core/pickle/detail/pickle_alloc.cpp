@@ -5,44 +5,8 @@
 #include <new>
 #include <vector>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#include <unistd.h>
-#endif
 
 namespace daskcaps::pickle::detail {
-
-void advise_huge_pages(const void* p, std::size_t bytes) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
-  const auto begin = reinterpret_cast<std::uintptr_t>(p);
-  const std::uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1);
-  const std::uintptr_t last = (begin + bytes) & ~(kHuge - 1);
-  if (last > first) {
-    // A hint: failure (no THP, not a mapping of its own) changes nothing.
-    (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
-  }
-#else
-  (void)p;
-  (void)bytes;
-#endif
-}
-
-void advise_huge_pages_whole(const void* p, std::size_t bytes) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  static const std::size_t page = [] {
-    const long n = ::sysconf(_SC_PAGESIZE);
-    return n > 0 ? static_cast<std::size_t>(n) : std::size_t{4096};
-  }();
-  const auto begin = reinterpret_cast<std::uintptr_t>(p);
-  if (bytes >= (std::size_t{2} << 20) && begin % page == 0 && bytes % page == 0) {
-    // A hint, as above; the whole area keeps one kind.
-    (void)madvise(const_cast<void*>(p), bytes, MADV_HUGEPAGE);
-    return;
-  }
-#endif
-  advise_huge_pages(p, bytes);
-}
 
 namespace {
 
@@ -87,7 +51,7 @@ void* allocate_large(std::size_t bytes) {
   }
   void* p = std::aligned_alloc(kHugePage, rounded);
   if (p == nullptr) throw std::bad_alloc();
-  advise_huge_pages(p, rounded);
+  advise_huge_pages(p, rounded);  // core/base/buffer.h
   return p;
 }
 

@@ -16,15 +16,10 @@
 
 namespace daskcaps::pickle::detail {
 
-/// Advises huge pages for [p, p + bytes) (only whole 2 MiB blocks inside it).
-void advise_huge_pages(const void* p, std::size_t bytes);
-/// The same for a whole Buffer block. A large Buffer is a mapping of its
-/// own that grows by mremap(), and mremap() refuses a range that the
-/// kernel keeps as areas of different kinds: advising only the 2 MiB blocks
-/// inside it split it so, and its next growth threw std::bad_alloc. A block
-/// that is page-aligned, whole pages and at least 2 MiB (a mapping) is
-/// advised whole; anything else as advise_huge_pages does.
-void advise_huge_pages_whole(const void* p, std::size_t bytes);
+// Huge pages are advised by advise_huge_pages() (core/base/buffer.h), which
+// advises the whole pages that hold a range: advising only the 2 MiB blocks
+// inside a Buffer's mapping once split it into kernel areas of two kinds,
+// which mremap() refuses, and its next growth threw std::bad_alloc.
 
 /// Allocates 2 MiB-aligned, huge-page-advised blocks for arrays of 2 MiB or
 /// more (so that no part of them falls back to 4 KiB pages); smaller ones
@@ -63,11 +58,10 @@ void reserve_large(std::vector<T, A>& v, std::size_t n) {
   v.reserve(n);
   advise_huge_pages(v.data(), v.capacity() * sizeof(T));
 }
-/// The same for the output pickle (a mapping of its own once it is large).
+/// The same for the output pickle (a Buffer advises its own mappings).
 inline void reserve_large(Buffer& b, std::size_t n) {
   if (n <= b.capacity()) return;
   b.reserve(n);
-  advise_huge_pages_whole(b.data(), b.capacity());
 }
 
 /// Makes room for `extra` more elements, doubling (with the hint) when full.

@@ -1,6 +1,7 @@
 #include "daskcaps/base/buffer.h"
 
 #include <doctest/doctest.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
@@ -203,4 +204,27 @@ TEST_CASE("buffer: mapped_bytes counts the blocks that are mappings of their own
     CHECK(Buffer::mapped_bytes() - before == grown);
   }
   CHECK(Buffer::mapped_bytes() == before);  // all given back
+}
+
+TEST_CASE("buffer: a large block keeps growing whatever advice a caller gave part of it") {
+  // advise_huge_pages() advises the whole pages that hold a range; a
+  // caller's madvise() of only a part splits a mapping into two kernel
+  // areas, which mremap() refuses to grow: the block then moves by a new
+  // mapping and one copy, never bad_alloc.
+  for (std::size_t extra : {std::size_t{0}, std::size_t{4096}, std::size_t{12345}}) {
+    CAPTURE(extra);
+    Buffer b = Buffer::uninitialised((std::size_t{5} << 20) + extra);
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::uint8_t>(i * 7);
+    advise_huge_pages(b.data() + 4096, std::size_t{3} << 20);
+    const auto first = reinterpret_cast<std::uintptr_t>(b.data());
+    const std::uintptr_t huge = std::uintptr_t{2} << 20;
+    const std::uintptr_t inner = (first + huge - 1) & ~(huge - 1);
+    (void)::madvise(reinterpret_cast<void*>(inner), huge, MADV_NOHUGEPAGE);  // splits a mapping
+    const std::size_t had = b.size();
+    REQUIRE_NOTHROW(b.resize_uninitialised(std::size_t{64} << 20));
+    bool same = true;
+    for (std::size_t i = 0; i < had; ++i) same &= b[i] == static_cast<std::uint8_t>(i * 7);
+    CHECK(same);
+  }
+  advise_huge_pages(nullptr, 0);  // nothing to advise
 }
