@@ -385,7 +385,9 @@ std::string flat(const ObjectReport& o) {
 std::string flat(const MessageReport& r) {
   std::string s;
   for (std::uint64_t n : r.frame_sizes) s += std::to_string(n) + ",";
-  s += "\n" + r.op.value_or("-") + "\n";
+  s += '\n';  // appended: "\n" + std::string&& sets off GCC 12's -Wrestrict at -O3 (bug 105651)
+  s += r.op.value_or("-");
+  s += '\n';
   for (const ObjectReport& o : r.objects) s += flat(o);
   return s;
 }

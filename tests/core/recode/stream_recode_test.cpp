@@ -142,7 +142,9 @@ Message message_of(const std::vector<Part>& parts, std::vector<Buffer> loose = {
   std::vector<std::pair<std::string, Value>> root{{"op", str("echo")}};
   std::vector<Buffer> frames{{}};
   for (std::size_t p = 0; p < parts.size(); ++p) {
-    root.emplace_back("x" + std::to_string(p), placeholder("__Serialized__", static_cast<std::int64_t>(frames.size())));
+    std::string key = "x";  // appended: GCC 12 at -O3 warns of "x" + std::string&& (-Wrestrict, bug 105651)
+    key += std::to_string(p);
+    root.emplace_back(std::move(key), placeholder("__Serialized__", static_cast<std::int64_t>(frames.size())));
     const Part& part = parts[p];
     Value h = numpy_header("|u1", 10, 1, part.compression);
     if (part.split) {
