@@ -428,9 +428,12 @@ TEST_CASE("caps: the Dask plugin's capabilities key: its version and role, and w
   CHECK(p.codecs.front() == "zstd");
 
   // Malformed: the peer is read as a plain Dask peer (its advertised codec).
-  for (const auto& [member, bad] : std::vector<std::pair<const char*, Value>>{
+  // (No structured binding: clang 14 does not capture one in CAPTURE's lambda.)
+  for (const auto& entry : std::vector<std::pair<const char*, Value>>{
            {"dask-caps", num(1)}, {"role", Value::boolean(true)}, {"max-pickle-protocol", num(-1)},
            {"gpu", str("no")}}) {
+    const char* member = entry.first;
+    const Value& bad = entry.second;
     CAPTURE(member);
     Value k = key;
     k.set(member, bad);
