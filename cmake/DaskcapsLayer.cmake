@@ -26,7 +26,11 @@ function(daskcaps_layer name)
   file(GLOB sources CONFIGURE_DEPENDS ${L_DIR}/*.cpp)
   file(GLOB detail_sources CONFIGURE_DEPENDS ${L_DIR}/detail/*.cpp)
   add_library(daskcaps_${name} OBJECT ${sources} ${detail_sources})
-  set_target_properties(daskcaps_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  # Inline functions are hidden (-fvisibility-inlines-hidden): each program
+  # compiles its own, and a detail/ class's inline members (a template's
+  # among them) that a public source uses but does not inline (Debug, the
+  # sanitizer build) do not leave the library either.
+  set_target_properties(daskcaps_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON VISIBILITY_INLINES_HIDDEN ON)
   if(detail_sources)
     set_source_files_properties(${detail_sources} TARGET_DIRECTORY daskcaps_${name}
                                 PROPERTIES COMPILE_OPTIONS "-fvisibility=hidden")

@@ -219,7 +219,8 @@ TEST_CASE("transcode: large frames decoded to raw are decompress()'s bytes, mess
       auto out = recode(packed, with_codec(Codec::none), r2);
       CAPTURE(codec_name(c));
       CAPTURE(k);
-      const SubObject& o = object_at(reparse(out), "x");
+      const Message back = reparse(out);  // held: object_at() refers into it
+      const SubObject& o = object_at(back, "x");
       REQUIRE(o.frames.size() == 1);
       CHECK(to_buffer(o.frames[0]) == data);
       if (k % 2 == 0) alive.push_back(std::move(out));  // some stay alive, some go at once
