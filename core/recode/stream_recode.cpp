@@ -279,6 +279,13 @@ bool in_place_applies(const Message& message, const TranscodeOptions& options) {
   if (message.is_handshake()) return false;
   for (const SubObject& obj : message.objects)
     if (obj.kind == Placeholder::pickled) return false;
+  // Frames no object claims are written after the objects' frames: only
+  // where they already are there (Dask sends none; a loose frame before an
+  // object would move).
+  if (!message.loose_frames.empty() && !message.objects.empty()) {
+    const SubObject& last = message.objects.back();
+    if (message.loose_frames.front() < last.header_frame + 1 + last.frames.size()) return false;
+  }
   return true;
 }
 
@@ -360,6 +367,7 @@ Result<std::uint64_t> transcode_message_in_place(const Message& in, const Transc
     const std::uint64_t room = (*provisional)[j].size();
     std::uint64_t data_at = header_at + room;
     std::vector<CompressionValue> final_entries = entries[o];
+    bool any = false;  // a frame whose bytes changed (raw that stays raw is none)
     for (std::size_t i = 0; i < obj.frames.size(); ++i) {
       const std::size_t index = obj.header_frame + 1 + i;
       std::uint64_t size = 0;
@@ -372,13 +380,19 @@ Result<std::uint64_t> transcode_message_in_place(const Message& in, const Transc
         PlacedSink sink(out, data_at);
         auto entry = recode_frame(*input, entries[o][i], target, options, sink, report);
         if (!entry) return std::move(entry).error().add_context(obj.frame_label(i)).add_context(obj.path);
+        any |= entries[o][i].compresses() || entry->compresses();
         final_entries[i] = std::move(*entry);
         size = sink.written();
       }
       out_sizes[j + 1 + i] = size;
       data_at += size;
     }
-    set_frame_compression(obj, final_entries);
+    // As transcode_message's recompress(): a sub-header none of whose frames
+    // changed keeps its "compression" list, or its lack of one.
+    if (any)
+      set_frame_compression(obj, final_entries);
+    else
+      obj.header = in.objects[o].header;
     const Bytes header = encode_sub_header(obj);
     if (header.size() != room) {
       // A frame written raw after all: the sub-header is shorter than the
