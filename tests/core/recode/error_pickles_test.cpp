@@ -14,46 +14,6 @@ using namespace testsupport;
 
 namespace {
 
-// The sub-header Dask writes for to_serialize(some bytes) (dask family).
-Value bytes_header() {
-  auto ts = pickle::class_reference_pickle("builtins", "bytes");
-  REQUIRE(ts);
-  return map({{"sub-header", map({})},
-              {"type", str("bytes")},
-              {"type-serialized", Value::bin(*ts)},
-              {"serializer", str("dask")},
-              {"split-num-sub-frames", arr({num(1)})},
-              {"split-offsets", arr({num(0)})},
-              {"compression", arr({Value::nil()})},
-              {"num-sub-frames", num(1)}});
-}
-
-Buffer exception_pickle() { return from_hex(kBoomExceptionPickle); }
-Buffer traceback_pickle() { return from_hex(kBoomTracebackPickle); }
-
-// error_message()'s dict with `status`, its exception and traceback as the
-// objects at frames 1 and 3.
-Value error_dict(const char* status, std::int64_t first = 1) {
-  return map({{"status", str(status)},
-              {"exception", placeholder("__Serialized__", first)},
-              {"traceback", placeholder("__Serialized__", first + 2)},
-              {"exception_text", str("ValueError('boom')")},
-              {"traceback_text", str("  File \"<string>\", line 8, in <module>\n")}});
-}
-
-Message message_of(const Value& root, std::vector<Buffer> objects) {
-  std::vector<Buffer> frames{msgpack::encode(root)};
-  for (auto& b : objects) frames.push_back(std::move(b));
-  auto m = parse_message(frames_of(std::move(frames)));
-  REQUIRE(m);
-  return std::move(*m);
-}
-
-// frames 1-4: the error's two bytes objects.
-std::vector<Buffer> error_frames() {
-  return {msgpack::encode(bytes_header()), exception_pickle(), msgpack::encode(bytes_header()), traceback_pickle()};
-}
-
 TranscodeOptions protocol(int p) {
   TranscodeOptions o;
   o.pickle_protocol = p;
