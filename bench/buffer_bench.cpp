@@ -20,8 +20,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
-#include <functional>
 #include <memory>
 #include <new>
 #include <vector>
@@ -29,6 +27,7 @@
 #include <lz4.h>
 #include <sys/mman.h>
 
+#include "bench_timing.h"
 #include "daskcaps/base/buffer.h"
 
 using namespace daskcaps;
@@ -58,21 +57,7 @@ struct NoZeroAllocator {
 };
 using OldBuffer = std::vector<std::uint8_t, NoZeroAllocator<std::uint8_t>>;
 
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-double best_seconds(int runs, const std::function<void()>& f) {
-  double best = 1e30;
-  for (int r = 0; r < runs; ++r) {
-    const double t0 = cpu_seconds();
-    f();
-    best = std::min(best, cpu_seconds() - t0);
-  }
-  return best;
-}
+using daskcaps_bench::best_seconds;
 
 volatile std::uint8_t g_sink;  // keeps each result alive to the end
 

@@ -18,11 +18,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
-#include <functional>
 #include <random>
 #include <vector>
 
+#include "bench_timing.h"
 #include "daskcaps/wire/codec.h"
 #include "daskcaps/wire/stream_codec.h"
 
@@ -43,23 +42,7 @@ Buffer random_walk(std::size_t bytes) {
   return b;
 }
 
-// The thread's CPU time, not the wall clock: on a shared machine the best
-// of a few runs still lands on a busy core now and then.
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-double best_seconds(int runs, const std::function<void()>& f) {
-  double best = 1e30;
-  for (int r = 0; r < runs; ++r) {
-    const double t0 = cpu_seconds();
-    f();
-    best = std::min(best, cpu_seconds() - t0);
-  }
-  return best;
-}
+using daskcaps_bench::best_seconds;
 
 [[noreturn]] void die(const char* what) {
   std::fprintf(stderr, "stream_codec_bench: %s\n", what);
