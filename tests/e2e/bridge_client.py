@@ -14,36 +14,20 @@ Submits one task, gathers its result through the scheduler, and prints one
 JSON line: {"ok": true, "sum": ..., "type": ...} or {"ok": false, "error": ...}.
 """
 import json
-import pickle
 import sys
+
+import oldpeer
 
 mode, address, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
 if mode == "nolz4":
-    for name in ("lz4", "lz4.block", "lz4.frame", "zstandard", "snappy"):
-        sys.modules[name] = None
+    oldpeer.hide_codecs()  # before distributed is imported
 
 import numpy as np  # noqa: E402
 from distributed import Client  # noqa: E402
 
 if mode == "pickle4":
-    # As Python 3.7: Dask advertises protocol 4 (distributed takes it from
-    # pickle at import, so it is set on its modules) and loading a
-    # protocol-5 pickle fails as it does there. (Set before the import,
-    # pickle.HIGHEST_PROTOCOL would make cloudpickle take its pre-3.8 path.)
-    import distributed.comm.core
-    import distributed.protocol.pickle
-
-    distributed.comm.core.HIGHEST_PROTOCOL = 4
-    distributed.protocol.pickle.HIGHEST_PROTOCOL = 4
-    _loads = pickle.loads
-
-    def loads(data, *args, **kwargs):
-        if bytes(memoryview(data)[:2]) == b"\x80\x05":
-            raise ValueError("unsupported pickle protocol: 5")
-        return _loads(data, *args, **kwargs)
-
-    pickle.loads = loads
+    oldpeer.read_pickle4()  # as Python 3.7
 
 
 def result(n):

@@ -11,7 +11,7 @@ Run with the interpreter of the Dask version under test:
 
 --pickle4: as Python 3.7, which reads pickle protocol 4 at most: Dask
 advertises protocol 4 and loading a protocol-5 pickle fails with
-"unsupported pickle protocol: 5" (as in bridge_client.py).
+"unsupported pickle protocol: 5" (oldpeer.read_pickle4).
 
 Prints one JSON line. For `errors`: {"ok": true, "cases": {name: {"type":
 ..., "message": ..., ...}}} where a case that raised something else (or
@@ -20,8 +20,9 @@ timed out: a hang) shows that instead; for `check`: {"ok": true,
 [...]}.
 """
 import json
-import pickle
 import sys
+
+import oldpeer
 
 mode, rest = sys.argv[1], sys.argv[2:]
 PICKLE4 = "--pickle4" in rest
@@ -29,19 +30,7 @@ rest = [a for a in rest if a != "--pickle4"]
 PAYLOAD = 100_000
 
 if PICKLE4:
-    import distributed.comm.core
-    import distributed.protocol.pickle
-
-    distributed.comm.core.HIGHEST_PROTOCOL = 4
-    distributed.protocol.pickle.HIGHEST_PROTOCOL = 4
-    _loads = pickle.loads
-
-    def loads(data, *args, **kwargs):
-        if bytes(memoryview(data)[:2]) == b"\x80\x05":
-            raise ValueError("unsupported pickle protocol: 5")
-        return _loads(data, *args, **kwargs)
-
-    pickle.loads = loads
+    oldpeer.read_pickle4()
 
 
 class RecipeError(Exception):

@@ -21,6 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import daskversions  # noqa: E402
+import oldpeer  # noqa: E402
 import pluginsupport  # noqa: E402
 
 MISSING = pluginsupport.missing()
@@ -101,7 +102,24 @@ def run(dask, body: str, hide=(), env=None) -> dict:
     return json.loads(lines[-1])
 
 
-NO_CODECS = ("lz4", "lz4.block", "lz4.frame", "zstandard", "snappy")
+NO_CODECS = oldpeer.HIDDEN_CODECS
+
+
+# The dask-caps.* switches, each off in turn, against a peer that publishes
+# zstd then lz4, pickle 4 and no GPU (a script body's lines: out[case] =
+# [Dask's compression, the plugin's plan]).
+SWITCH_CASES = """
+            peer = remote("lz4", capabilities={"codecs": ["zstd", "lz4"], "max-pickle-protocol": 4, "gpu": False})
+            def conf(**switches):
+                with dask.config.set({"dask-caps." + k: v for k, v in switches.items()}):
+                    o = Comm.handshake_configuration(local("zstd"), peer)
+                    plan = o.get(plugin.PLAN_KEY)
+                    return [o["compression"], plan and [plan.codec, plan.pickle_protocol, plan.layout]]
+            out["all"] = conf()
+            out["no-choose"] = conf(**{"choose-codec": False})
+            out["no-recode"] = conf(recode=False)
+            out["no-downgrade"] = conf(**{"downgrade-gpu": False})
+"""
 
 
 @daskversions.for_each_dask
@@ -137,16 +155,7 @@ class PluginRules:
             out = {}
             with dask.config.set({"dask-caps.publish": False}):
                 out["published"] = "capabilities" in handshake_info()
-            peer = remote("lz4", capabilities={"codecs": ["zstd", "lz4"], "max-pickle-protocol": 4, "gpu": False})
-            def conf(**switches):
-                with dask.config.set({"dask-caps." + k: v for k, v in switches.items()}):
-                    o = Comm.handshake_configuration(local("zstd"), peer)
-                    plan = o.get(plugin.PLAN_KEY)
-                    return [o["compression"], plan and [plan.codec, plan.pickle_protocol, plan.layout]]
-            out["all"] = conf()
-            out["no-choose"] = conf(**{"choose-codec": False})
-            out["no-recode"] = conf(recode=False)
-            out["no-downgrade"] = conf(**{"downgrade-gpu": False})
+        """ + SWITCH_CASES + """
             out["env-recode"] = dask.config.get("dask-caps.recode")
             report(**out)
         """, env={"DASK_DASK_CAPS__RECODE": "False"})
@@ -155,16 +164,7 @@ class PluginRules:
         # The environment switched recode off for the process; the cases set it back on.
         got = run(self.dask, """
             out = {}
-            peer = remote("lz4", capabilities={"codecs": ["zstd", "lz4"], "max-pickle-protocol": 4, "gpu": False})
-            def conf(**switches):
-                with dask.config.set({"dask-caps." + k: v for k, v in switches.items()}):
-                    o = Comm.handshake_configuration(local("zstd"), peer)
-                    plan = o.get(plugin.PLAN_KEY)
-                    return [o["compression"], plan and [plan.codec, plan.pickle_protocol, plan.layout]]
-            out["all"] = conf()
-            out["no-choose"] = conf(**{"choose-codec": False})
-            out["no-recode"] = conf(recode=False)
-            out["no-downgrade"] = conf(**{"downgrade-gpu": False})
+        """ + SWITCH_CASES + """
             report(**out)
         """)
         # zstd is this side's first codec and the peer decodes it; the peer
@@ -287,13 +287,8 @@ class PluginRules:
             # Read as a Python 3.7 without CuPy would: no cupy, no protocol 5.
             del sys.modules["cupy"]
             sys.modules["cupy"] = None
-            import pickle
-            _loads = pickle.loads
-            def loads4(data, *args, **kwargs):
-                if bytes(memoryview(data)[:2]) == b"\\x80\\x05":
-                    raise ValueError("unsupported pickle protocol: 5")
-                return _loads(data, *args, **kwargs)
-            pickle.loads = loads4
+            import oldpeer
+            oldpeer.read_pickle4()
             try:
                 loads(frames0)
                 before = "loaded"
