@@ -128,11 +128,12 @@ class BridgeMakesMismatchedClientsWork:
         through = self.check_fails_directly_and_works_through_the_bridge("cpu", "No module named 'cupy'")
         self.assertEqual(through["type"], "numpy.ndarray")
 
-    def test_a_client_without_lz4_gets_the_result_decoded_as_it_arrives(self):
-        # Without --capture or --layout, and with a low --cut-through-bytes,
-        # the scheduler's relayed lz4 reply is decoded while it arrives.
+    def gather_nolz4_cut_through(self, *flags):
+        """The nolz4 client's gather through a bridge with a low
+        --cut-through-bytes (and `flags`); checks that the result is right
+        and that a message was cut through, and returns what the bridge said."""
         bridge = BridgeProcess("--listen", "tcp://127.0.0.1:0", "--upstream", self.sched.address,
-                               "--cut-through-bytes", "65536")
+                               "--cut-through-bytes", "65536", *flags)
         try:
             through = run_client(self.dask, "nolz4", bridge.address)
             self.assertTrue(through["ok"], f"nolz4 through the bridge: {through}\n{bridge.stderr()}")
@@ -141,27 +142,22 @@ class BridgeMakesMismatchedClientsWork:
             self.assertEqual(rc, 0, out)
             cut = re.search(r"cut through (\d+)", out)
             self.assertTrue(cut and int(cut.group(1)) >= 1, out)
+            return out
         finally:
             bridge.close()
+
+    def test_a_client_without_lz4_gets_the_result_decoded_as_it_arrives(self):
+        # Without --capture or --layout, and with a low --cut-through-bytes,
+        # the scheduler's relayed lz4 reply is decoded while it arrives.
+        self.gather_nolz4_cut_through()
 
     def test_a_capture_keeps_cut_through_and_records_both_legs_whole(self):
         # --capture no longer turns cut-through off: the pieces are recorded
         # as they pass, the upstream leg with the cluster's lz4 and the client
         # leg decoded, each in sync (no byte lost or skipped).
         capture = os.path.join(self.tmp.name, "cut-through.pcapng")
-        bridge = BridgeProcess("--listen", "tcp://127.0.0.1:0", "--upstream", self.sched.address,
-                               "--cut-through-bytes", "65536", "--capture", capture)
-        try:
-            through = run_client(self.dask, "nolz4", bridge.address)
-            self.assertTrue(through["ok"], f"nolz4 through the bridge: {through}\n{bridge.stderr()}")
-            self.assertEqual((through["len"], through["sum"]), (N, EXPECTED_SUM))
-            rc, out = bridge.stop()
-            self.assertEqual(rc, 0, out)
-            cut = re.search(r"cut through (\d+)", out)
-            self.assertTrue(cut and int(cut.group(1)) >= 1, out)
-            self.assertNotIn("capture:", out)  # nothing dropped
-        finally:
-            bridge.close()
+        out = self.gather_nolz4_cut_through("--capture", capture)
+        self.assertNotIn("capture:", out)  # nothing dropped
         p = subprocess.run([DASK_CAPS, "inspect", "--json", capture], capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
         doc = json.loads(p.stdout)
