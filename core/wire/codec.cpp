@@ -60,9 +60,7 @@ using detail::too_large;
 
 using detail::decodes_too_large;
 using detail::thread_zstd_cctx;
-using detail::thread_zstd_dctx;
 using detail::ZstdCompressContext;
-using detail::ZstdDecompressContext;
 
 // What a frame can hold (lz4 255:1, snappy 64:3, zstd 128 KiB per 4 bytes)
 // is core/wire/detail/codec_bounds.h, shared with the streaming decoder;
@@ -244,28 +242,12 @@ constexpr std::uint64_t kZstdTrustRatio = 32;
 constexpr std::uint64_t kZstdFirstRoom = std::uint64_t{1} << 20;
 
 Status zstd_decompress(ByteSpan in, std::uint64_t max_output, OutputRoom& room) {
-  if (in.size() < 4) return make_error(Errc::codec_failed, "zstd frame shorter than its magic");
-  const unsigned long long declared = ZSTD_getFrameContentSize(in.data(), in.size());
-  if (declared == ZSTD_CONTENTSIZE_ERROR)
-    return make_error(Errc::codec_failed, "not a zstd frame (bad magic or header)");
-  const bool known = declared != ZSTD_CONTENTSIZE_UNKNOWN;
-  if (known && declared > max_output) return too_large(declared, max_output, "zstd");
-  if (known && declared > most_output(Codec::zstd, in.size()))
-    return impossible_size(declared, in.size(), Codec::zstd);
-  // Without a content size (not what Dask writes, but a valid frame) the
-  // output is bounded by the limit alone. One byte of room past the most
-  // allowed tells a frame that makes more from one that makes exactly that.
-  const std::uint64_t most = known ? declared : max_output;
-  const std::uint64_t cap = most + 1;
-
-  ZstdDecompressContext& ctx = thread_zstd_dctx();
-  ZSTD_DCtx* dctx = ctx.get();
+  auto bound = detail::zstd_output_bound(in, in.size(), max_output);
+  if (!bound) return std::move(bound).error();
+  const std::uint64_t cap = bound->cap();
+  detail::ZstdFrameDecoder decoder;
+  ZSTD_DCtx* dctx = decoder.get();
   if (dctx == nullptr) return make_error(Errc::codec_failed, "zstd: out of memory");
-  ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
-  struct Trim {
-    ZstdDecompressContext& ctx;
-    ~Trim() { ctx.trim(); }
-  } trim{ctx};
 
   std::size_t size = static_cast<std::size_t>(
       std::min(cap, std::max(kZstdFirstRoom, std::uint64_t{in.size()} * kZstdTrustRatio)));
@@ -290,7 +272,7 @@ Status zstd_decompress(ByteSpan in, std::uint64_t max_output, OutputRoom& room) 
       // A frame whose window is larger than the streaming decoder takes
       // (2^27 bytes) still decodes in one pass into room for all of it,
       // which it has declared and the checks above allowed.
-      if (ZSTD_getErrorCode(ret) == ZSTD_error_frameParameter_windowTooLarge && known && !whole_room &&
+      if (ZSTD_getErrorCode(ret) == ZSTD_error_frameParameter_windowTooLarge && bound->declared && !whole_room &&
           pos == 0) {
         ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
         input.pos = 0;
@@ -307,15 +289,7 @@ Status zstd_decompress(ByteSpan in, std::uint64_t max_output, OutputRoom& room) 
       return make_error(Errc::codec_failed, "zstd frame is truncated");
     if (!progressed) return make_error(Errc::codec_failed, "zstd frame makes no progress");
   }
-  if (pos > most) {
-    if (known)
-      return make_error(Errc::codec_failed, "zstd frame decoded to more than the " + std::to_string(declared) +
-                                                " bytes its header says");
-    return decodes_too_large(max_output, "zstd");
-  }
-  if (known && pos != declared)
-    return make_error(Errc::codec_failed, "zstd frame decoded to " + std::to_string(pos) +
-                                              " bytes, its header says " + std::to_string(declared));
+  if (Status s = bound->check_decoded(pos); !s) return s;
   room.finish(pos);
   return {};
 }

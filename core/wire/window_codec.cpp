@@ -175,30 +175,19 @@ Result<std::uint64_t> zstd_whole(FrameInput& in, std::uint64_t max_output, const
 // out when full instead of a buffer that grows.
 Result<std::uint64_t> zstd_windows(FrameInput& in, std::uint64_t max_output, const WindowFn& fn,
                                    const WindowOptions& o) {
-  if (in.size() < 4) return make_error(Errc::codec_failed, "zstd frame shorter than its magic");
-  unsigned long long declared = 0;
+  detail::ZstdOutputBound bound;
   {
+    if (in.size() < 4) return make_error(Errc::codec_failed, "zstd frame shorter than its magic");
     auto head = read_head(in, kZstdHeaderMax);
     if (!head) return std::move(head).error();
-    declared = ZSTD_getFrameContentSize(head->bytes, head->size);
+    auto b = detail::zstd_output_bound(ByteSpan(head->bytes, head->size), in.size(), max_output);
+    if (!b) return std::move(b).error();
+    bound = *b;
   }
-  if (declared == ZSTD_CONTENTSIZE_ERROR)
-    return make_error(Errc::codec_failed, "not a zstd frame (bad magic or header)");
-  const bool known = declared != ZSTD_CONTENTSIZE_UNKNOWN;
-  if (known && declared > max_output) return too_large(declared, max_output, "zstd");
-  if (known && declared > most_output(Codec::zstd, in.size()))
-    return impossible_size(declared, in.size(), Codec::zstd);
-  const std::uint64_t most = known ? declared : max_output;
-  const std::uint64_t cap = most + 1;  // one byte past the most tells "more" from "exactly"
-
-  detail::ZstdDecompressContext& ctx = detail::thread_zstd_dctx();
-  ZSTD_DCtx* dctx = ctx.get();
+  const std::uint64_t most = bound.most, cap = bound.cap();
+  detail::ZstdFrameDecoder decoder;
+  ZSTD_DCtx* dctx = decoder.get();
   if (dctx == nullptr) return make_error(Errc::codec_failed, "zstd: out of memory");
-  ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
-  struct Trim {
-    detail::ZstdDecompressContext& ctx;
-    ~Trim() { ctx.trim(); }
-  } trim{ctx};
 
   Buffer window = Buffer::uninitialised(static_cast<std::size_t>(std::min<std::uint64_t>(cap, o.window_bytes)));
   Pieces pieces(in, 0, o.input_bytes);
@@ -216,7 +205,7 @@ Result<std::uint64_t> zstd_windows(FrameInput& in, std::uint64_t max_output, con
     const std::size_t in_before = input.pos;
     const std::size_t ret = ZSTD_decompressStream(dctx, &output, &input);
     if (ZSTD_isError(ret)) {
-      if (ZSTD_getErrorCode(ret) == ZSTD_error_frameParameter_windowTooLarge && known && done == 0)
+      if (ZSTD_getErrorCode(ret) == ZSTD_error_frameParameter_windowTooLarge && bound.declared && done == 0)
         return zstd_whole(in, max_output, fn, o);
       return make_error(Errc::codec_failed, std::string("zstd: ") + ZSTD_getErrorName(ret));
     }
@@ -231,15 +220,7 @@ Result<std::uint64_t> zstd_windows(FrameInput& in, std::uint64_t max_output, con
     if (all_in && output.pos < output.size) return make_error(Errc::codec_failed, "zstd frame is truncated");
     if (!progressed) return make_error(Errc::codec_failed, "zstd frame makes no progress");
   }
-  if (done > most) {
-    if (known)
-      return make_error(Errc::codec_failed, "zstd frame decoded to more than the " + std::to_string(declared) +
-                                                " bytes its header says");
-    return detail::decodes_too_large(max_output, "zstd");
-  }
-  if (known && done != declared)
-    return make_error(Errc::codec_failed, "zstd frame decoded to " + std::to_string(done) +
-                                              " bytes, its header says " + std::to_string(declared));
+  if (Status s = bound.check_decoded(done); !s) return std::move(s).error();
   return done;
 }
 

@@ -1,7 +1,11 @@
 #include "core/wire/detail/codec_bounds.h"
 
+#include <zstd.h>
+
 #include <limits>
 #include <string>
+
+#include "core/wire/detail/codec_contexts.h"
 
 namespace daskcaps::detail {
 
@@ -40,6 +44,28 @@ Error impossible_size(std::uint64_t size, std::uint64_t input, Codec c) {
                                             std::to_string(input) + " bytes of " +
                                             std::string(codec_name(c)) + " can make (at most " +
                                             std::to_string(most_output(c, input)) + ")");
+}
+
+Result<ZstdOutputBound> zstd_output_bound(ByteSpan head, std::uint64_t frame_size, std::uint64_t max_output) {
+  if (frame_size < 4 || head.size() < 4) return make_error(Errc::codec_failed, "zstd frame shorter than its magic");
+  const unsigned long long size = ZSTD_getFrameContentSize(head.data(), head.size());
+  if (size == ZSTD_CONTENTSIZE_ERROR) return make_error(Errc::codec_failed, "not a zstd frame (bad magic or header)");
+  if (size == ZSTD_CONTENTSIZE_UNKNOWN) return ZstdOutputBound{max_output, false};
+  if (size > max_output) return too_large(size, max_output, "zstd");
+  if (size > most_output(Codec::zstd, frame_size)) return impossible_size(size, frame_size, Codec::zstd);
+  return ZstdOutputBound{size, true};
+}
+
+Status ZstdOutputBound::check_decoded(std::uint64_t n) const {
+  if (n > most) {
+    if (!declared) return decodes_too_large(most, "zstd");
+    return make_error(Errc::codec_failed,
+                      "zstd frame decoded to more than the " + std::to_string(most) + " bytes its header says");
+  }
+  if (declared && n != most)
+    return make_error(Errc::codec_failed,
+                      "zstd frame decoded to " + std::to_string(n) + " bytes, its header says " + std::to_string(most));
+  return {};
 }
 
 }  // namespace daskcaps::detail

@@ -28,7 +28,9 @@
 #include <cstdint>
 #include <string_view>
 
+#include "daskcaps/base/bytes.h"
 #include "daskcaps/base/error.h"
+#include "daskcaps/base/result.h"
 #include "daskcaps/wire/codec.h"
 
 namespace daskcaps::detail {
@@ -44,5 +46,25 @@ Error too_large(std::uint64_t size, std::uint64_t limit, std::string_view codec)
 /// Errc::codec_failed: a frame declaring `size` bytes, more than `input`
 /// bytes of codec `c` can make (most_output).
 Error impossible_size(std::uint64_t size, std::uint64_t input, Codec c);
+
+/// What a zstd decoder may make of one frame (zstd_output_bound). Shared by
+/// codec.cpp's whole-frame decoder and window_codec.cpp's windows.
+struct ZstdOutputBound {
+  std::uint64_t most = 0;  ///< the size the frame declares, or the limit where it declares none
+  bool declared = false;   ///< whether it declares its size (a frame need not; Dask's do)
+  /// Room to decode into: one byte past the most tells a frame that makes
+  /// more from one that makes exactly that.
+  std::uint64_t cap() const { return most + 1; }
+  /// The decoder made `n` bytes of the frame, all of it: more than the
+  /// most, or other than the declared size, is an error.
+  Status check_decoded(std::uint64_t n) const;
+};
+
+/// The bound of a zstd frame of `frame_size` bytes that starts with `head`
+/// (its frame header, or all of it), under the limit `max_output`.
+/// Refused: a frame shorter than the magic or with a bad header, and a
+/// declared size above `max_output` (too_large) or above what `frame_size`
+/// bytes can make (impossible_size).
+Result<ZstdOutputBound> zstd_output_bound(ByteSpan head, std::uint64_t frame_size, std::uint64_t max_output);
 
 }  // namespace daskcaps::detail

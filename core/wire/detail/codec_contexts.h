@@ -47,6 +47,23 @@ using ZstdDecompressContext = ThreadContext<ZSTD_DCtx, ZSTD_createDCtx, ZSTD_fre
 ZstdCompressContext& thread_zstd_cctx();
 ZstdDecompressContext& thread_zstd_dctx();
 
+/// This thread's decompression context for one frame: reset for it when
+/// made, trimmed when the frame is done. get() is null when zstd is out of
+/// memory.
+class ZstdFrameDecoder {
+ public:
+  ZstdFrameDecoder() : ctx_(thread_zstd_dctx()) {
+    if (ZSTD_DCtx* d = ctx_.get()) ZSTD_DCtx_reset(d, ZSTD_reset_session_only);
+  }
+  ~ZstdFrameDecoder() { ctx_.trim(); }
+  ZstdFrameDecoder(const ZstdFrameDecoder&) = delete;
+  ZstdFrameDecoder& operator=(const ZstdFrameDecoder&) = delete;
+  ZSTD_DCtx* get() { return ctx_.get(); }
+
+ private:
+  ZstdDecompressContext& ctx_;
+};
+
 /// A compression context for a streaming encoder (core/wire/frame_encoder.h),
 /// this thread's kept one when it has one: an encoder's context holds the
 /// frame's window (2 MiB at level 3) besides the tables, and making one for
