@@ -391,23 +391,23 @@ void RecodeEngine::cancel(StreamId id) {
   streams_.erase(id);
 }
 
-void RecodeEngine::drain(StreamId id) {
-  std::unique_lock<std::mutex> lock(mu_);
+bool RecodeEngine::drain_locked(std::unique_lock<std::mutex>& lock, StreamId id) {
   auto it = streams_.find(id);
-  if (it == streams_.end()) return;
+  if (it == streams_.end()) return false;
   std::shared_ptr<Stream> s = it->second;
   dispatch_locked(lock, s);
   done_cv_.wait(lock, [&] { return s->cancelled || (s->next_out == s->next_seq && !s->delivering); });
+  return true;
+}
+
+void RecodeEngine::drain(StreamId id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  drain_locked(lock, id);
 }
 
 void RecodeEngine::finish(StreamId id) {
   std::unique_lock<std::mutex> lock(mu_);
-  auto it = streams_.find(id);
-  if (it == streams_.end()) return;
-  std::shared_ptr<Stream> s = it->second;
-  dispatch_locked(lock, s);
-  done_cv_.wait(lock, [&] { return s->cancelled || (s->next_out == s->next_seq && !s->delivering); });
-  streams_.erase(id);
+  if (drain_locked(lock, id)) streams_.erase(id);
 }
 
 namespace {

@@ -194,6 +194,8 @@ class RecodeEngine {
   void complete(const std::shared_ptr<Stream>& s, std::vector<Output> outputs);
   void deliver_ready(std::unique_lock<std::mutex>& lock, const std::shared_ptr<Stream>& s);
   void release_locked(std::uint64_t bytes);
+  /// drain() with the lock held; false when there is no such stream.
+  bool drain_locked(std::unique_lock<std::mutex>& lock, StreamId id);
   Submitted enqueue(StreamId id, Input& input, bool wait);
 
   EngineOptions options_;
