@@ -47,8 +47,6 @@ std::atomic<std::size_t> g_mapped{0};
 std::uint8_t* map_block(std::size_t bytes) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
-  // The mapping keeps the advice when mremap() grows or moves it.
-  advise_huge_pages(p, bytes);
   g_mapped.fetch_add(bytes, std::memory_order_relaxed);
   return static_cast<std::uint8_t*>(p);
 }
@@ -91,6 +89,10 @@ Buffer::Buffer(std::size_t n, std::uint8_t fill) {
   reallocate(n);
   size_ = n;
   if (fill != 0 || !is_mapped(capacity_)) std::memset(data_, fill, n);  // fresh mappings are zero
+}
+
+void Buffer::reserve_sparse(std::size_t n) {
+  if (n > capacity_) reallocate(n, false);
 }
 
 Buffer::Buffer(const std::uint8_t* data, std::size_t n) {
@@ -150,7 +152,7 @@ void Buffer::grow_for(std::size_t n) {
   reallocate(want);
 }
 
-void Buffer::reallocate(std::size_t want) {
+void Buffer::reallocate(std::size_t want, bool huge_pages) {
   // want >= size_ always: the bytes held are kept.
   if (is_mapped(want)) {
     const std::size_t bytes = round_up_pages(want);
@@ -159,8 +161,6 @@ void Buffer::reallocate(std::size_t want) {
       void* moved = remap_block(data_, capacity_, bytes, MREMAP_MAYMOVE);
       if (moved != MAP_FAILED) {
         p = static_cast<std::uint8_t*>(moved);
-        // A block that was under 2 MiB when mapped had no advice.
-        advise_huge_pages(p, bytes);
       } else {
         // mremap() refuses a block the kernel keeps as several areas (a
         // caller's madvise() on part of it): a new mapping and one copy.
@@ -172,6 +172,16 @@ void Buffer::reallocate(std::size_t want) {
       p = map_block(bytes);
       if (size_ != 0) std::memcpy(p, data_, size_);
       std::free(data_);
+    }
+    // The advice is the whole mapping's, each time it is made or grows (a
+    // block under 2 MiB had none; mremap() keeps what it had), so that the
+    // kernel keeps it one area.
+    if (huge_pages) {
+      advise_huge_pages(p, bytes);
+    } else {
+#ifdef MADV_NOHUGEPAGE
+      (void)::madvise(p, bytes, MADV_NOHUGEPAGE);  // also where THP is "always"
+#endif
     }
     data_ = p;
     capacity_ = bytes;

@@ -114,6 +114,13 @@ class Buffer {
   void reserve(std::size_t n) {
     if (n > capacity_) reallocate(n);
   }
+  /// reserve(n) for room that may stay mostly unwritten (a frame's room
+  /// at its decoded size, of which its compressed form fills a part): a
+  /// mapped block keeps 4 KiB pages, as a huge page is resident whole once
+  /// one byte of it is written. (The mixed transcode of bench/RESULTS.md
+  /// peaked at 3.0-3.2 times its largest message with huge pages there,
+  /// 2.6-2.8 times without.) Growing past it asks for huge pages again.
+  void reserve_sparse(std::size_t n);
   /// Sets the size to `n`; bytes past the old size are unspecified.
   void resize_uninitialised(std::size_t n) {
     if (n > capacity_) grow_for(n);
@@ -195,7 +202,9 @@ class Buffer {
   /// Grows to at least `n` bytes, geometrically, so that appends are
   /// amortised O(1).
   void grow_for(std::size_t n);
-  void reallocate(std::size_t capacity);
+  /// Moves the bytes into a block of `capacity`; a mapped one in huge
+  /// pages or, for reserve_sparse(), 4 KiB pages.
+  void reallocate(std::size_t capacity, bool huge_pages = true);
 
   std::uint8_t* data_ = nullptr;
   std::size_t size_ = 0;

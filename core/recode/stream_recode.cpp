@@ -111,8 +111,8 @@ Result<CompressionValue> recode_one(FrameInput& input, const CompressionValue& e
 
   // The frame written raw: decoded (or copied) window by window.
   auto write_raw = [&]() -> Result<CompressionValue> {
-    if (*codec == Codec::none) out.expect(input.size());
-    else if (auto d = declared_of(*codec, input); d && *d <= limit) out.expect(*d);
+    if (*codec == Codec::none) out.expect(input.size(), FrameSink::Expect::raw);
+    else if (auto d = declared_of(*codec, input); d && *d <= limit) out.expect(*d, FrameSink::Expect::raw);
     auto r = decode_in_windows(*codec, input, limit, [&](ByteSpan w) { return out.put(w); });
     if (!r && decoded_only_whole(r.error(), *codec)) return recode_whole(input, entry, Codec::none, opt, out);
     if (!r) return std::move(r).error();
@@ -135,7 +135,7 @@ Result<CompressionValue> recode_one(FrameInput& input, const CompressionValue& e
   }
   if (*size > limit && *codec != Codec::none) return write_raw();  // fails with decompress()'s error
   if (*size < opt.rules.min_size || *size > opt.rules.max_size) return write_raw();
-  out.expect(*size);
+  out.expect(*size, FrameSink::Expect::compressed);
 
   Sample sample(*size, opt.rules);
   if (*codec == Codec::none) {

@@ -58,9 +58,14 @@ class FrameSink : public ByteSink {
  public:
   /// Forgets what was put: the frame is written again from its start.
   virtual Status restart() = 0;
-  /// The frame will take about this many bytes (its decoded size: what it
-  /// is written raw, and more than it is compressed).
-  virtual void expect(std::uint64_t) {}
+  /// How the frame announced by expect() is about to be written.
+  enum class Expect {
+    raw,         ///< raw: all of the bytes expected are written
+    compressed,  ///< compressed: a part of them, unless it is written raw after all
+  };
+  /// The frame will take at most this many bytes (its decoded size: what
+  /// it is written raw, and more than it is compressed).
+  virtual void expect(std::uint64_t, Expect) {}
   /// What was put, when the sink holds it in memory (then recode_frame
   /// reads its input once, and a frame written raw after all is decoded
   /// from the sink's bytes: FrameInput::read_once); null otherwise.
@@ -78,8 +83,18 @@ class BufferFrameSink final : public FrameSink {
     buffer_.clear();
     return ok_status();
   }
-  void expect(std::uint64_t n) override {
-    if (n > buffer_.capacity()) buffer_.reserve(static_cast<std::size_t>(n));
+  /// Room for the frame raw: in huge pages when it will all be written,
+  /// in 4 KiB pages when its compressed form fills a part of it
+  /// (Buffer::reserve_sparse).
+  void expect(std::uint64_t n, Expect how) override {
+    const auto bytes = static_cast<std::size_t>(n);
+    if (how == Expect::compressed) {
+      buffer_.reserve_sparse(bytes);
+    } else if (bytes > buffer_.capacity()) {
+      buffer_.reserve(bytes);
+    } else {
+      advise_huge_pages(buffer_.data(), buffer_.capacity());  // raw after all, in room reserved sparse
+    }
   }
   const Buffer* held() const override { return &buffer_; }
   Buffer& buffer() { return buffer_; }

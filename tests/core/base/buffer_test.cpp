@@ -4,10 +4,12 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <new>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "daskcaps/base/bytes.h"
@@ -227,4 +229,49 @@ TEST_CASE("buffer: a large block keeps growing whatever advice a caller gave par
     CHECK(same);
   }
   advise_huge_pages(nullptr, 0);  // nothing to advise
+}
+
+namespace {
+// The VmFlags of the mapping that holds `p` (/proc/self/smaps), or "".
+std::string vm_flags(const void* p) {
+  std::FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (f == nullptr) return "";
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  bool inside = false;
+  std::string out;
+  char line[512];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long from = 0, to = 0;
+    if (std::sscanf(line, "%lx-%lx ", &from, &to) == 2 && std::strchr(line, '-') < std::strchr(line, ' ')) {
+      inside = at >= from && at < to;
+    } else if (inside && std::strncmp(line, "VmFlags:", 8) == 0) {
+      out = line + 8;
+      break;
+    }
+  }
+  std::fclose(f);
+  return " " + out;
+}
+}  // namespace
+
+TEST_CASE("buffer: reserve_sparse keeps 4 KiB pages where reserve asks for huge ones") {
+#if DASKCAPS_TEST_ASAN
+  // Under AddressSanitizer every block is malloc's: nothing is advised.
+#else
+  const int on_the_stack = 0;
+  if (vm_flags(&on_the_stack) == " ") return;  // no /proc/self/smaps here
+  Buffer whole;
+  whole.reserve(std::size_t{8} << 20);
+  Buffer sparse;
+  sparse.reserve_sparse(std::size_t{8} << 20);
+  CHECK(sparse.capacity() >= (std::size_t{8} << 20));
+  CHECK(vm_flags(sparse.data()).find(" nh") != std::string::npos);  // MADV_NOHUGEPAGE
+  CHECK(vm_flags(sparse.data()).find(" hg") == std::string::npos);
+  CHECK(vm_flags(whole.data()).find(" hg") != std::string::npos);   // MADV_HUGEPAGE
+  // It holds what is written like any buffer, and growing past it asks for huge pages.
+  sparse.append(counting(std::size_t{3} << 20));
+  sparse.resize_uninitialised(std::size_t{40} << 20);
+  CHECK(is_counting(ByteSpan(sparse.data(), std::size_t{3} << 20)));
+  CHECK(vm_flags(sparse.data()).find(" hg") != std::string::npos);
+#endif
 }
