@@ -231,6 +231,7 @@ TEST_CASE("buffer: a large block keeps growing whatever advice a caller gave par
   advise_huge_pages(nullptr, 0);  // nothing to advise
 }
 
+#if !DASKCAPS_TEST_ASAN
 namespace {
 // The VmFlags of the mapping that holds `p` (/proc/self/smaps), or "".
 std::string vm_flags(const void* p) {
@@ -253,6 +254,7 @@ std::string vm_flags(const void* p) {
   return " " + out;
 }
 }  // namespace
+#endif
 
 TEST_CASE("buffer: reserve_sparse keeps 4 KiB pages where reserve asks for huge ones") {
 #if DASKCAPS_TEST_ASAN
