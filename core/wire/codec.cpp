@@ -242,9 +242,9 @@ constexpr std::uint64_t kZstdTrustRatio = 32;
 constexpr std::uint64_t kZstdFirstRoom = std::uint64_t{1} << 20;
 
 Status zstd_decompress(ByteSpan in, std::uint64_t max_output, OutputRoom& room) {
-  auto bound = detail::zstd_output_bound(in, in.size(), max_output);
-  if (!bound) return std::move(bound).error();
-  const std::uint64_t cap = bound->cap();
+  detail::ZstdOutputBound bound;
+  if (Status s = detail::zstd_output_bound(in, in.size(), max_output, bound); !s) return s;
+  const std::uint64_t cap = bound.cap();
   detail::ZstdFrameDecoder decoder;
   ZSTD_DCtx* dctx = decoder.get();
   if (dctx == nullptr) return make_error(Errc::codec_failed, "zstd: out of memory");
@@ -272,7 +272,7 @@ Status zstd_decompress(ByteSpan in, std::uint64_t max_output, OutputRoom& room) 
       // A frame whose window is larger than the streaming decoder takes
       // (2^27 bytes) still decodes in one pass into room for all of it,
       // which it has declared and the checks above allowed.
-      if (ZSTD_getErrorCode(ret) == ZSTD_error_frameParameter_windowTooLarge && bound->declared && !whole_room &&
+      if (ZSTD_getErrorCode(ret) == ZSTD_error_frameParameter_windowTooLarge && bound.declared && !whole_room &&
           pos == 0) {
         ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
         input.pos = 0;
@@ -289,7 +289,7 @@ Status zstd_decompress(ByteSpan in, std::uint64_t max_output, OutputRoom& room) 
       return make_error(Errc::codec_failed, "zstd frame is truncated");
     if (!progressed) return make_error(Errc::codec_failed, "zstd frame makes no progress");
   }
-  if (Status s = bound->check_decoded(pos); !s) return s;
+  if (Status s = bound.check_decoded(pos); !s) return s;
   room.finish(pos);
   return {};
 }

@@ -180,9 +180,8 @@ Result<std::uint64_t> zstd_windows(FrameInput& in, std::uint64_t max_output, con
     if (in.size() < 4) return make_error(Errc::codec_failed, "zstd frame shorter than its magic");
     auto head = read_head(in, kZstdHeaderMax);
     if (!head) return std::move(head).error();
-    auto b = detail::zstd_output_bound(ByteSpan(head->bytes, head->size), in.size(), max_output);
-    if (!b) return std::move(b).error();
-    bound = *b;
+    Status s = detail::zstd_output_bound(ByteSpan(head->bytes, head->size), in.size(), max_output, bound);
+    if (!s) return std::move(s).error();
   }
   const std::uint64_t most = bound.most, cap = bound.cap();
   detail::ZstdFrameDecoder decoder;

@@ -46,14 +46,18 @@ Error impossible_size(std::uint64_t size, std::uint64_t input, Codec c) {
                                             std::to_string(most_output(c, input)) + ")");
 }
 
-Result<ZstdOutputBound> zstd_output_bound(ByteSpan head, std::uint64_t frame_size, std::uint64_t max_output) {
+Status zstd_output_bound(ByteSpan head, std::uint64_t frame_size, std::uint64_t max_output, ZstdOutputBound& out) {
   if (frame_size < 4 || head.size() < 4) return make_error(Errc::codec_failed, "zstd frame shorter than its magic");
   const unsigned long long size = ZSTD_getFrameContentSize(head.data(), head.size());
   if (size == ZSTD_CONTENTSIZE_ERROR) return make_error(Errc::codec_failed, "not a zstd frame (bad magic or header)");
-  if (size == ZSTD_CONTENTSIZE_UNKNOWN) return ZstdOutputBound{max_output, false};
+  if (size == ZSTD_CONTENTSIZE_UNKNOWN) {
+    out = {max_output, false};
+    return {};
+  }
   if (size > max_output) return too_large(size, max_output, "zstd");
   if (size > most_output(Codec::zstd, frame_size)) return impossible_size(size, frame_size, Codec::zstd);
-  return ZstdOutputBound{size, true};
+  out = {size, true};
+  return {};
 }
 
 Status ZstdOutputBound::check_decoded(std::uint64_t n) const {

@@ -30,7 +30,6 @@
 
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/error.h"
-#include "daskcaps/base/result.h"
 #include "daskcaps/wire/codec.h"
 
 namespace daskcaps::detail {
@@ -61,10 +60,12 @@ struct ZstdOutputBound {
 };
 
 /// The bound of a zstd frame of `frame_size` bytes that starts with `head`
-/// (its frame header, or all of it), under the limit `max_output`.
-/// Refused: a frame shorter than the magic or with a bad header, and a
-/// declared size above `max_output` (too_large) or above what `frame_size`
-/// bytes can make (impossible_size).
-Result<ZstdOutputBound> zstd_output_bound(ByteSpan head, std::uint64_t frame_size, std::uint64_t max_output);
+/// (its frame header, or all of it), under the limit `max_output`, into
+/// `out`. Refused: a frame shorter than the magic or with a bad header, and
+/// a declared size above `max_output` (too_large) or above what
+/// `frame_size` bytes can make (impossible_size). (A Status and an out
+/// parameter, not a Result: a Result of a detail type would instantiate a
+/// std::variant of it that the shared library exports.)
+Status zstd_output_bound(ByteSpan head, std::uint64_t frame_size, std::uint64_t max_output, ZstdOutputBound& out);
 
 }  // namespace daskcaps::detail
