@@ -721,7 +721,7 @@ class PluginState:
             Comm.handshake_info = functools.wraps(original_method)(handshake_info)
         Comm.handshake_configuration = _CommOrClass(functools.wraps(conf)(functools.partial(
             _handshake_configuration, conf)))
-        _protocol.dumps = functools.wraps(original_dumps)(functools.partial(_dumps, original_dumps, self.args))
+        _protocol.dumps = _wrap_dumps(original_dumps, self.args)
         if not self.args.accepts("context"):
             logger.warning("dask-caps: this Dask's distributed.protocol.dumps takes no context: "
                            "nothing will be recoded")
@@ -835,19 +835,28 @@ def _handshake_configuration(original, comm, local, remote):
     return out
 
 
-def _dumps(original, reader, *args, **kwargs):
-    frames = original(*args, **kwargs)
-    context = reader.get("context", args, kwargs)
-    if not context or not STATE.plans:
-        return frames
-    try:
-        plan = STATE.plan_for(context.get("recipient"))
-    except AttributeError:
-        return frames
-    if plan is None or (len(frames) < 2 and plan.pickle_protocol is None):
-        return frames
-    shard = reader.get("frame_split_size", args, kwargs)
-    return plan.recode(frames, shard or plan.shard_bytes)
+def _wrap_dumps(original, reader):
+    """distributed.protocol.dumps, then the plan of the connection its
+    context names (found by name in the call: `reader`)."""
+
+    @functools.wraps(original)
+    def dumps(*args, **kwargs):
+        frames = original(*args, **kwargs)
+        if not STATE.plans:  # no connection needs anything: the common case, first
+            return frames
+        context = reader.get("context", args, kwargs)
+        if not context:
+            return frames
+        try:
+            plan = STATE.plan_for(context.get("recipient"))
+        except AttributeError:
+            return frames
+        if plan is None or (len(frames) < 2 and plan.pickle_protocol is None):
+            return frames
+        shard = reader.get("frame_split_size", args, kwargs)
+        return plan.recode(frames, shard or plan.shard_bytes)
+
+    return dumps
 
 
 # ---- the public interface -------------------------------------------------
