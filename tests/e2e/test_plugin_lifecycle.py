@@ -185,9 +185,9 @@ def reordered(msg, context=None, frame_split_size=None, serializers=None, on_err
 def var_keywords(msg, **kwargs): pass
 def no_context(msg, serializers=None): pass
 reads = {}
-for f, call in [(newest, ((1, None, "message", "CTX", 7), {})), (newest, ((1,), {"context": "CTX", "frame_split_size": 7})),
-                (keyword_only, ((1,), {"context": "CTX", "frame_split_size": 7})),
-                (reordered, ((1, "CTX", 7), {})), (var_keywords, ((1,), {"context": "CTX", "frame_split_size": 7})),
+by_keyword = ((1,), {"context": "CTX", "frame_split_size": 7})
+for f, call in [(newest, ((1, None, "message", "CTX", 7), {})), (newest, by_keyword),
+                (keyword_only, by_keyword), (reordered, ((1, "CTX", 7), {})), (var_keywords, by_keyword),
                 (no_context, ((1, None), {}))]:
     r = plugin.ArgReader(f, ("context", "frame_split_size"))
     reads.setdefault(f.__name__, []).append([r.get("context", *call), r.get("frame_split_size", *call),
@@ -210,13 +210,17 @@ plugin.install()
 frames = plain_dumps({"op": "x", "data": {"k": to_serialize(np.arange(300_000) * 1.5)}},
                      context={"compression": "lz4", "pickle-protocol": 5})
 msg = loads(frames, deserialize=False)
-info = Comm.handshake_info() if plugin._SAME_HOST_RULE is False else Comm.handshake_info(type("X", (), {"same_host": False})())
+if plugin._SAME_HOST_RULE:   # 2023.5 on: a method of the comm
+    info = Comm.handshake_info(type("ToAnotherHost", (), {"same_host": False})())
+else:
+    info = Comm.handshake_info()
 local = dict(info, compression="lz4", address="tcp://127.0.0.8:1")
 peer = {"compression": None, "python": (3, 11, 2), "pickle-protocol": 5, "address": "tcp://127.0.0.9:2"}
 o = Comm.handshake_configuration(local, peer)
 context = {"sender": local, "recipient": peer, **o}
 def codecs(fr):
-    return sorted({str(f["compression"]) for obj in dask_caps.inspect(fr).get("objects", []) for f in obj.get("frames", [])})
+    objects = dask_caps.inspect(fr).get("objects", [])
+    return sorted({str(f["compression"]) for obj in objects for f in obj.get("frames", [])})
 print(json.dumps({"keyword": codecs(protocol.dumps(msg, context=context)),
                   "positional": codecs(protocol.dumps(msg, None, "message", context)),
                   "positional split": codecs(protocol.dumps(msg, None, "message", context, 1 << 20)),
