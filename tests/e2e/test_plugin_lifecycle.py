@@ -193,6 +193,14 @@ for f, call in [(newest, ((1, None, "message", "CTX", 7), {})), (newest, by_keyw
     reads.setdefault(f.__name__, []).append([r.get("context", *call), r.get("frame_split_size", *call),
                                              r.accepts("context")])
 out["reads"] = reads
+
+# Which listener accepted a comm: by its local address (2 exact, 1 a
+# listener on every interface, 0 not this one).
+out["listener matches"] = [plugin._listening_match(l, c) for l, c in [
+    ("tcp://127.0.0.2:8786", "tcp://127.0.0.2:8786"), ("tcp://0.0.0.0:8786", "tcp://127.0.0.5:8786"),
+    ("tcp://[::]:8786", "tcp://[::1]:8786"), ("tcp://127.0.0.2:8786", "tcp://127.0.0.2:8787"),
+    ("tcp://127.0.0.2:8786", "tcp://127.0.0.3:8786"), ("tls://0.0.0.0:8786", "tcp://127.0.0.1:8786"),
+    ("inproc://10.0.0.1/12/1", "inproc://10.0.0.1/12/1"), ("inproc://10.0.0.1/12/1", "inproc://10.0.0.1/12/2")]]
 out["dask's own"] = str(inspect.signature(distributed.protocol.dumps))
 print(json.dumps(out))
 """
@@ -281,6 +289,7 @@ class PluginLifecycle:
         self.assertEqual(reads["reordered"], [["CTX", 7, True]])
         self.assertEqual(reads["var_keywords"], [["CTX", 7, True]])
         self.assertEqual(reads["no_context"], [[None, None, False]])
+        self.assertEqual(got["listener matches"], [2, 1, 1, 0, 0, 0, 2, 0])
 
     def test_the_dumps_wrapper_takes_dasks_arguments_by_position_or_keyword(self):
         got = pluginsupport.run_script(self.dask, POSITIONAL)
