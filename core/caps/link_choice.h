@@ -65,6 +65,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "daskcaps/base/bytes.h"
