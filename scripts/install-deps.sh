@@ -16,6 +16,8 @@ packages=(
   # Dask 2022.12.1, and what Dask 2026.7.1 (../shared) needs on Python 3.11
   python3-distributed python3-lz4 python3-zstandard python3-snappy python3-numpy python3-pandas
   python3-importlib-metadata
+  # tests: the plugin's Prometheus metrics at Dask's /metrics
+  python3-prometheus-client
   # tests: certificates, captures, fuzzing
   openssl tcpdump clang libclang-rt-14-dev
   # tests: peak RSS of a child (GNU time)

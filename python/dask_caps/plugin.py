@@ -61,6 +61,7 @@ from distributed.comm import core as _comm_core
 from distributed.protocol import compression as _compression
 
 import dask_caps
+from dask_caps import _linkchoice, _metrics
 
 logger = logging.getLogger("distributed.dask_caps")
 
@@ -92,6 +93,12 @@ DEFAULTS = {
         "codecs": ["lz4", "snappy", "zstd", "zlib"],
         # what to publish for "gpu": null detects (CuPy importable and a GPU found)
         "gpu": None,
+        # f. per connection and frame, the codec (or none) that delivers soonest on
+        #    the measured link (docs/link-choice.md); False: b's choice, or Dask's
+        "link-choice": True,
+        # with link-choice: this codec for every frame Dask would compress, if the
+        # peer decodes it (null: chosen per link)
+        "pin-codec": None,
     }
 }
 
@@ -399,13 +406,16 @@ class Plan:
                                    keep_unconvertible=True, dask_release=_DASK_RELEASE,
                                    shard_bytes=shard_bytes)
         except dask_caps.Error as e:
+            STATE.stats.recode_failures += 1
             logger.warning("dask-caps: a message to %s passes unchanged: the core cannot recode it "
                            "(%s: %s)", self.peer_address, e.kind, e)
             return frames
         except Exception as e:  # noqa: BLE001 - never out of Dask's comm code
+            STATE.stats.recode_failures += 1
             logger.warning("dask-caps: a message to %s passes unchanged: %s: %s",
                            self.peer_address, type(e).__name__, e)
             return frames
+        STATE.stats.recodes += 1
         return out if isinstance(out, list) else list(out)
 
 
@@ -437,6 +447,25 @@ def make_plan(local: dict, remote: dict, dask_options: dict):
         if codec is not None or protocol is not None or layout is not None:
             plan = Plan(codec, accept, protocol, layout, shown(remote.get("address"), 200))
     return write, plan, peer, problem
+
+
+def _make_link(local: dict, remote: dict, peer):
+    """The connection's codec per link (dask-caps.link-choice), among the
+    codecs the peer decodes that the core writes; None where it is off or
+    cannot be made (a pinned codec the peer lacks: one warning line)."""
+    if not _config("link-choice"):
+        return None
+    pin = _config("pin-codec")
+    try:
+        return _linkchoice.Link([c for c in peer.codecs if c in _CORE_CODECS], same_host=_same_host(local, remote),
+                                pin=pin if isinstance(pin, str) else None, dask_release=_DASK_RELEASE,
+                                peer=shown(remote.get("address"), 200),
+                                peer_kind=(peer.role or "unknown") if peer.published else "plain",
+                                stats=STATE.stats)
+    except Exception as e:  # noqa: BLE001 - today's choice stands
+        logger.warning("dask-caps: %s: no codec per link (%s: %s)", shown(remote.get("address"), 200),
+                       type(e).__name__, shown(str(e), 200))
+        return None
 
 
 # ---- where Dask's arguments are -------------------------------------------
@@ -548,10 +577,13 @@ class PluginState:
     originals  what the patches replaced (None: not installed)
     registered the compressions entries the plugin added, by name
     gpu        what "gpu" publishes (detected once)
-    plans      per connection, the plan for what this side writes to it, by
-               the id of the connection's remote_info (which Dask hands
-               dumps as context["recipient"]); each entry holds that dict, so
-               the id stays its own, until the comm is collected
+    plans      per connection, the plan for recoding what this side writes
+               to it and its codec per link (dask-caps.link-choice), by the
+               id of the connection's remote_info (which Dask hands dumps as
+               context["recipient"]); each entry (remote_info, plan or None,
+               finalizer, link or None) holds that dict, so the id stays its
+               own, until the comm is collected
+    stats      the counters the Prometheus collector shows (dask_caps/_metrics.py)
     """
 
     def __init__(self):
@@ -564,6 +596,7 @@ class PluginState:
         self.loose: list = []
         self.args: ArgReader | None = None
         self.config_before: dict = {}
+        self.stats = _metrics.Stats()
 
     @property
     def installed(self) -> bool:
@@ -595,12 +628,12 @@ class PluginState:
 
     # -- plans --
 
-    def keep_plan(self, comm, remote: dict, plan) -> None:
+    def keep_plan(self, comm, remote: dict, plan, link=None) -> None:
         key = id(remote)
         old = self.plans.pop(key, None)
         if old is not None and old[2] is not None:
             old[2].detach()
-        if plan is None:
+        if plan is None and link is None:
             return
         finalizer = None
         if comm is not None:
@@ -609,7 +642,7 @@ class PluginState:
                 finalizer.atexit = False
             except TypeError:  # not weakly referable: kept as a loose plan
                 finalizer = None
-        self.plans[key] = (remote, plan, finalizer)
+        self.plans[key] = (remote, plan, finalizer, link)
         if finalizer is None:
             self.loose.append(key)
             while len(self.loose) > _LOOSE_PLANS:
@@ -621,6 +654,14 @@ class PluginState:
         entry = self.plans.get(id(recipient))
         if entry is not None and entry[0] is recipient:
             return entry[1]
+        return None
+
+    def link_for(self, recipient):
+        """The codec per link (an _linkchoice.Link) of the connection whose
+        handshake is `recipient`, or None."""
+        entry = self.plans.get(id(recipient))
+        if entry is not None and entry[0] is recipient:
+            return entry[3]
         return None
 
     # -- install and uninstall --
@@ -703,6 +744,11 @@ class PluginState:
         self.args = ArgReader(original_dumps, ("context", "frame_split_size"))
         self.originals = {"handshake_info": raw_info, "handshake_configuration": raw_conf,
                           "dumps": original_dumps}
+        self._install_link_hooks()
+        try:
+            self.stats.register(self.links)
+        except Exception as e:  # noqa: BLE001 - the metrics are a view, not a behaviour
+            logger.warning("dask-caps: no Prometheus metrics: %s: %s", type(e).__name__, e)
 
         if isinstance(raw_info, staticmethod):  # 2022.12
             original_info = raw_info.__func__
@@ -748,11 +794,14 @@ class PluginState:
         Comm.handshake_configuration = originals["handshake_configuration"]
         if _protocol.dumps is not originals["dumps"]:
             _protocol.dumps = originals["dumps"]
+        for owner, name, original in originals.get("link", ()):
+            setattr(owner, name, original)
+        self.stats.unregister()
         for codec, entry in self.registered.items():
             if _compression.compressions.get(codec) is entry:
                 del _compression.compressions[codec]
         self.registered = {}
-        for _, _, finalizer in list(self.plans.values()):
+        for _, _, finalizer, _ in list(self.plans.values()):
             if finalizer is not None:
                 finalizer.detach()
         self.plans.clear()
@@ -760,6 +809,34 @@ class PluginState:
         self.args = None
         self.gpu = None
         self._restore_config()
+
+    def _install_link_hooks(self) -> None:
+        """The two hooks of the codec per link (dask_caps/_linkchoice.py),
+        found by name: distributed.protocol.core.maybe_compress, which
+        dumps calls per frame, and distributed.comm.tcp.TCP.write. Where a
+        release lacks one, link choice is off in this process (one line)."""
+        if not _config("link-choice"):
+            return
+        try:
+            core = importlib.import_module("distributed.protocol.core")
+            tcp = importlib.import_module("distributed.comm.tcp")
+            compress = core.__dict__["maybe_compress"]
+            tcp_class = tcp.TCP
+            write = tcp_class.__dict__["write"]
+        except Exception as e:  # noqa: BLE001 - the rest of the plugin works without it
+            logger.warning("dask-caps: no codec per link in this Dask (%s: %s)", type(e).__name__, e)
+            return
+        core.maybe_compress = _linkchoice.wrap_maybe_compress(compress)
+        tcp_class.write = _linkchoice.wrap_write(write, self.link_of)
+        self.originals["link"] = ((core, "maybe_compress", compress), (tcp_class, "write", write))
+
+    def links(self):
+        """The codec per link of every open connection that has one."""
+        return [entry[3] for entry in list(self.plans.values()) if entry[3] is not None]
+
+    def link_of(self, comm):
+        """The codec per link of what this process writes on `comm`, or None."""
+        return self.link_for(getattr(comm, "remote_info", None))
 
     def _restore_config(self) -> None:
         defaults = dask.config.defaults
@@ -822,7 +899,8 @@ def _handshake_configuration(original, comm, local, remote):
         dask_choice = out.get("compression")
         if _config("choose-codec"):
             out["compression"] = write
-        STATE.keep_plan(comm, remote, plan)
+        STATE.keep_plan(comm, remote, plan, _make_link(local, remote, peer))
+        STATE.stats.peers["published" if peer.published else "plain"] += 1
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "dask-caps: %s -> %s: published %s; peer %s; writing %s (Dask: %s), pickle %s; %s",
@@ -841,16 +919,21 @@ def _wrap_dumps(original, reader):
 
     @functools.wraps(original)
     def dumps(*args, **kwargs):
-        frames = original(*args, **kwargs)
         if not STATE.plans:  # no connection needs anything: the common case, first
-            return frames
+            return original(*args, **kwargs)
         context = reader.get("context", args, kwargs)
         if not context:
-            return frames
+            return original(*args, **kwargs)
         try:
-            plan = STATE.plan_for(context.get("recipient"))
+            recipient = context.get("recipient")
         except AttributeError:
-            return frames
+            return original(*args, **kwargs)
+        link = STATE.link_for(recipient)
+        if link is not None:
+            frames = _linkchoice.call_with(link, original, args, kwargs)
+        else:
+            frames = original(*args, **kwargs)
+        plan = STATE.plan_for(recipient)
         if plan is None or (len(frames) < 2 and plan.pickle_protocol is None):
             return frames
         shard = reader.get("frame_split_size", args, kwargs)
@@ -860,6 +943,12 @@ def _wrap_dumps(original, reader):
 
 
 # ---- the public interface -------------------------------------------------
+
+
+def link_written() -> dict:
+    """What the codec per link wrote in this process, by codec ("none":
+    raw): {codec: {"frames": n, "bytes": n}} (bytes as sent)."""
+    return {codec: {"frames": n, "bytes": b} for codec, (n, b) in STATE.stats.written.items()}
 
 
 def plan_for(recipient):

@@ -194,11 +194,13 @@ class DaskCluster:
         return p
 
     def start_scheduler(self, env: dict | None = None, tls: TlsFiles | None = None,
-                        extra_args: list[str] | None = None, host: str = "127.0.0.1") -> DaskProcess:
-        """A scheduler on `host`, random port, no dashboard."""
+                        extra_args: list[str] | None = None, host: str = "127.0.0.1",
+                        dashboard: bool = False) -> DaskProcess:
+        """A scheduler on `host`, random port, no dashboard (`dashboard`: one
+        on `host`, random port; dashboard_address() reads it from the log)."""
         sfile = os.path.join(self.tmp.name, f"scheduler-{len(self.processes)}.json")
         args = ["distributed.cli.dask_scheduler", "--host", host, "--port", "0",
-                "--no-dashboard", "--no-show", "--scheduler-file", sfile]
+                *_dashboard_args(dashboard, host), "--no-show", "--scheduler-file", sfile]
         if tls:
             args += ["--protocol", "tls", "--tls-ca-file", tls.ca, "--tls-cert", tls.cert,
                      "--tls-key", tls.key]
@@ -219,13 +221,15 @@ class DaskCluster:
 
     def start_worker(self, scheduler: DaskProcess | str, name: str, env: dict | None = None,
                      tls: TlsFiles | None = None, nanny: bool = False,
-                     extra_args: list[str] | None = None, host: str = "127.0.0.1") -> DaskProcess:
-        """A worker (no nanny unless asked) with one thread on `host`.
+                     extra_args: list[str] | None = None, host: str = "127.0.0.1",
+                     dashboard: bool = False) -> DaskProcess:
+        """A worker (no nanny unless asked) with one thread on `host`
+        (`dashboard`: as for start_scheduler).
 
         Its address is filled in by wait_for_workers()."""
         address = scheduler.address if isinstance(scheduler, DaskProcess) else scheduler
         args = ["distributed.cli.dask_worker", address, "--name", name, "--nthreads", "1",
-                "--host", host, "--no-dashboard",
+                "--host", host, *_dashboard_args(dashboard, host),
                 "--nanny" if nanny else "--no-nanny", "--memory-limit", "0"]
         if tls:
             args += ["--protocol", "tls", "--tls-ca-file", tls.ca, "--tls-cert", tls.cert,
@@ -257,6 +261,24 @@ class DaskCluster:
                 return ident
             time.sleep(0.2)
         raise RuntimeError(f"{count} workers did not register within {START_TIMEOUT} s:\n{self.logs()}")
+
+
+def _dashboard_args(dashboard: bool, host: str) -> list[str]:
+    return ["--dashboard-address", f"{host}:0"] if dashboard else ["--no-dashboard"]
+
+
+def dashboard_address(process: DaskProcess, timeout: float = START_TIMEOUT) -> str:
+    """host:port of the HTTP server (dashboard, /metrics) a process started
+    with dashboard=True serves, as its log names it."""
+    import re
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = re.search(r"dashboard at:\s+(?:https?://)?([0-9.]+:[0-9]+)", process.log())
+        if m:
+            return m.group(1)
+        time.sleep(0.1)
+    raise RuntimeError(f"{process.kind} {process.name} named no dashboard:\n{process.log()}")
 
 
 def read_handshake(address: str, timeout: float = 10.0) -> dict:

@@ -1,0 +1,144 @@
+"""The Dask plugin's codec per link (docs/link-choice.md), glue only: the
+choice itself is the core's (dask_caps._core.LinkChooser).
+
+One Link per connection this process writes to, held by the connection's
+plan (dask_caps.plugin). Two hooks feed it, both installed by the plugin
+and found by name in every Dask release 2022.12 to 2026.7:
+
+  distributed.protocol.core.maybe_compress
+        Dask's per-frame compression inside dumps. While the plugin's dumps
+        wrapper runs for a connection with a Link (current(), a thread-local
+        set around that call only, since dumps may run in Dask's offload
+        thread), each frame goes to the Link: the codec the link and the
+        frame's sample call for, raw, or (link not known yet) Dask's own
+        call with the connection's codec, today's choice.
+  distributed.comm.tcp.TCP.write
+        after a message of OBSERVE_BYTES or more was handed to the kernel,
+        the connection's TCP_INFO (the moment the kernel's delivery-rate
+        sample covers that message: docs/link-choice.md); where the socket
+        gives none, how long the write took.
+
+A frame is only ever compressed with a codec the receiver decodes: the
+chooser is made with the receiver's codecs alone. Nothing here raises into
+Dask: a failure of the choice falls back to Dask's own maybe_compress.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import dask_caps
+from dask_caps._core import LinkChooser
+
+logger = logging.getLogger("distributed.dask_caps")
+
+#: A write at least this large is a measurement of the link.
+OBSERVE_BYTES = 1 << 20
+
+_current = threading.local()
+
+
+class Link:
+    """The codec choice of one connection, in the direction this process writes."""
+
+    __slots__ = ("chooser", "peer", "peer_kind", "ratio", "stats")
+
+    def __init__(self, receiver_codecs, *, same_host: bool, pin, dask_release: str, peer: str,
+                 peer_kind: str, stats):
+        self.chooser = LinkChooser(list(receiver_codecs), same_host=same_host, pin=pin,
+                                   dask_release=dask_release)
+        self.peer = peer  # already bounded and escaped by the caller
+        self.peer_kind = peer_kind  # the peer's published role, or "plain"
+        # Dask's rule: a compressed frame must be this much smaller than the raw one
+        self.ratio = 0.7 if dask_release == "newest" else 0.9
+        self.stats = stats  # the plugin's counters (dask_caps/_metrics.py)
+
+    def compress(self, original, payload, args, kwargs):
+        """maybe_compress for one frame written on this connection."""
+        try:
+            choice = self.chooser.choose(payload)
+        except Exception:  # noqa: BLE001 - a frame the chooser cannot read: Dask decides
+            choice = None
+        if choice is None:  # the link is not known yet: today's choice
+            return original(payload, *args, **kwargs)
+        if self.chooser.changed:
+            self.stats.count_change(self.peer_kind)
+            if logger.isEnabledFor(logging.DEBUG):
+                change = self.chooser.last_change or {}
+                logger.debug("dask-caps: %s: %s", self.peer, change.get("line", "codec " + str(choice)))
+        if choice == "none":
+            self.stats.count_written("none", memoryview(payload).nbytes)
+            return None, payload
+        level = self.chooser.level
+        try:
+            data = (dask_caps.compress(choice, payload, level=level) if level is not None
+                    else dask_caps.compress(choice, payload))
+        except Exception:  # noqa: BLE001 - never out of Dask's comm code
+            return original(payload, *args, **kwargs)
+        if len(data) > self.ratio * memoryview(payload).nbytes:
+            self.stats.count_written("none", memoryview(payload).nbytes)
+            return None, payload
+        self.stats.count_written(choice, len(data))
+        return choice, data
+
+    def observe(self, comm, nbytes: int, seconds: float) -> None:
+        """What the write of `nbytes` that just returned says of the link."""
+        sock = getattr(getattr(comm, "stream", None), "socket", None)
+        fd = -1
+        try:
+            fd = sock.fileno() if sock is not None else -1
+        except Exception:  # noqa: BLE001 - a closed socket has no figures
+            fd = -1
+        if fd >= 0 and self.chooser.observe_socket(fd):
+            return
+        self.chooser.observe_write(nbytes, seconds)
+
+
+def current():
+    """The Link of the dumps call running in this thread, or None."""
+    return getattr(_current, "link", None)
+
+
+def call_with(link, original, args, kwargs):
+    """original(*args, **kwargs) (Dask's dumps) with `link` choosing each frame's codec."""
+    _current.link = link
+    try:
+        return original(*args, **kwargs)
+    finally:
+        _current.link = None
+
+
+def wrap_maybe_compress(original):
+    def maybe_compress(payload, *args, **kwargs):
+        link = getattr(_current, "link", None)
+        if link is None:
+            return original(payload, *args, **kwargs)
+        return link.compress(original, payload, args, kwargs)
+
+    maybe_compress.__wrapped__ = original
+    maybe_compress.__name__ = getattr(original, "__name__", "maybe_compress")
+    maybe_compress.__doc__ = getattr(original, "__doc__", None)
+    return maybe_compress
+
+
+def wrap_write(original, link_of):
+    """TCP.write, then the connection's Link (link_of(comm)) told of a large write."""
+
+    async def write(self, *args, **kwargs):
+        start = time.perf_counter()
+        nbytes = await original(self, *args, **kwargs)
+        try:
+            if isinstance(nbytes, int) and nbytes >= OBSERVE_BYTES:
+                link = link_of(self)
+                if link is not None:
+                    link.observe(self, nbytes, time.perf_counter() - start)
+        except Exception:  # noqa: BLE001 - a measurement must not fail a write
+            pass
+        return nbytes
+
+    write.__wrapped__ = original
+    write.__name__ = getattr(original, "__name__", "write")
+    write.__qualname__ = getattr(original, "__qualname__", "write")
+    write.__doc__ = getattr(original, "__doc__", None)
+    return write

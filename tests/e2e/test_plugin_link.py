@@ -1,0 +1,89 @@
+"""The plugin's codec per link (dask-caps.link-choice, on by default;
+docs/link-choice.md) in real clusters of both Dasks, on a shaped link and
+an unshaped one (tests/e2e/plugin_link_client.py runs the cluster and the
+client inside a network namespace this test makes; test_link_choice.py's
+Namespace, removed whatever happens). Without root, ip or tc it is skipped
+with a notice (exit 77).
+
+Asserted: what the worker's plugin wrote per codec, and that every result
+arrived equal; never a time.
+  shaped (50 Mbit/s)  once the link is known, compressible results travel
+                      in a codec (in the first phase or, on a busy machine
+                      where compressing costs more, the last), random bytes
+                      raw;
+  unshaped            once the link is known, everything travels raw.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+
+import daskversions  # noqa: E402
+import pluginsupport  # noqa: E402
+from test_link_choice import Namespace, missing  # noqa: E402
+
+CLIENT = os.path.join(HERE, "plugin_link_client.py")
+COUNT = 8
+
+
+def grown(phase: dict, side: str) -> dict:
+    """What `side` ("workers": the one worker; "scheduler") wrote per codec during the phase."""
+    before, after = phase["before"][side], phase["after"][side]
+    if side == "workers":
+        (before,), (after,) = before.values(), after.values()
+    return {codec: after[codec]["frames"] - before.get(codec, {}).get("frames", 0) for codec in after
+            if after[codec]["frames"] > before.get(codec, {}).get("frames", 0)}
+
+
+@daskversions.for_each_dask
+class PluginLinkChoice:
+    @classmethod
+    def setUpClass(cls):
+        cls.ns = Namespace()
+        cls.addClassCleanup(cls.ns.close)
+
+    def run_client(self) -> dict:
+        env = pluginsupport.client_env(plugin=True)
+        p = subprocess.run(["ip", "netns", "exec", self.ns.name, self.dask.python, CLIENT, self.dask.python,
+                            str(COUNT)], capture_output=True, text=True, timeout=240, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr[-4000:])
+        out = json.loads(p.stdout.strip().splitlines()[-1])
+        for phase in ("compressible", "random", "compressible-again"):
+            self.assertTrue(out[phase]["equal"], out)
+        return out
+
+    def test_shaped_link_compresses_what_compresses(self):
+        self.ns.shape("50mbit")
+        out = self.run_client()
+        # The codec speeds are measured in the worker, so on a busy machine
+        # the first results may rightly go raw; the hysteresis then takes a
+        # few more frames. Over both compressible phases some travel coded.
+        coded = {}
+        for phase in ("compressible", "compressible-again"):
+            coded.update({c: n for c, n in grown(out[phase], "workers").items() if c != "none"})
+        self.assertTrue(coded, f"no compressible result travelled in a codec: {out}")
+        self.assertTrue(set(coded) <= {"lz4", "zstd", "snappy", "zlib"}, out)
+        self.assertEqual(set(grown(out["random"], "workers")), {"none"}, out)
+
+    def test_unshaped_link_goes_raw(self):
+        # The first results measure the link (on a loaded machine the reader
+        # may hold the first ones back, and the hysteresis keeps a codec a
+        # few frames longer): from the random ones on, everything is raw.
+        self.ns.shape(None)
+        out = self.run_client()
+        for phase in ("random", "compressible-again"):
+            self.assertEqual(set(grown(out[phase], "workers")), {"none"}, out)
+
+
+if __name__ == "__main__":
+    why = missing() or pluginsupport.missing()
+    if why:
+        print(f"SKIP: {why}", file=sys.stderr)
+        sys.exit(77)
+    daskversions.main()
