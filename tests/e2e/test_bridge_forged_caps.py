@@ -15,6 +15,10 @@ They stay connected. Then:
     sessions open, against before them: asserted, no time measured);
   - the bridge survives: a real Dask client without lz4 gets its result
     through it, and SIGTERM ends it with exit 0.
+
+An upstream that forges (a raw Python socket, no Dask) has its refused key
+taken out of the handshake the bridge sends on to the client, and the
+bridge says so in one line.
 """
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ import daskversions  # noqa: E402
 from daskcluster import DaskCluster  # noqa: E402
 from test_bridge import BridgeProcess, run_client, N, EXPECTED_SUM  # noqa: E402
 from test_check_forged_caps import CASES, FORGED, handshake  # noqa: E402
-from test_check_faults import frame_message  # noqa: E402
+from test_check_faults import RawPeer, frame_message, read_messages  # noqa: E402
 
 MiB = 1 << 20
 # What the open sessions may add to the bridge's RSS: far below the
@@ -123,6 +127,39 @@ class BridgeWithForgingPeers:
             self.assertFalse(line.startswith("2026-12-03"), line[:200])
             self.assertNotIn("\0", line)
             self.assertLess(len(line), 4096, line[:200])
+
+
+class BridgeWithForgingUpstream(unittest.TestCase):
+    def test_the_upstreams_refused_key_is_said_once_and_not_forwarded(self):
+        forged = frame_message(handshake(capabilities=CASES["newline"]))
+
+        def upstream(conn):
+            conn.sendall(forged)
+            for _ in read_messages(conn):
+                pass
+
+        with RawPeer(upstream) as up:
+            bridge = BridgeProcess("--listen", "tcp://127.0.0.1:0", "--upstream", up.address)
+            try:
+                client = forge(bridge.address, frame_message(handshake()))
+                theirs = next(read_messages(client))
+                self.assertEqual(theirs["compression"], "lz4")
+                self.assertNotIn("capabilities", theirs)
+                lines = []
+                while not lines or "<-> upstream" not in lines[-1]:
+                    line = bridge.proc.stdout.readline()
+                    self.assertTrue(line, f"the bridge stopped: {lines}\n{bridge.stderr()}")
+                    lines.append(line)
+                warnings = [l for l in lines if "warning: the upstream" in l]
+                self.assertEqual(len(warnings), 1, lines)
+                self.assertIn("lz4\\n2026-12-03", warnings[0])
+                for line in lines:
+                    self.assertFalse(line.startswith("2026-12-03"), line)
+                client.close()
+                rc, _ = bridge.stop()
+                self.assertEqual(rc, 0, bridge.stderr())
+            finally:
+                bridge.close()
 
 
 if __name__ == "__main__":
