@@ -270,6 +270,8 @@ Peer peer_from_live(std::string name, std::string role, std::string host,
   if (auto d = p.packages.find("distributed"); d != p.packages.end() && d->second)
     p.rules = dask_rules_for_version(*d->second);
 
+  // The handshake's key, else the identity's; a refused one that nothing
+  // published replaces leaves the peer plain and says why.
   using KeyState = CapabilitiesKey::State;
   CapabilitiesKey key = read_capabilities(handshake.raw, limits);
   if (key.state == KeyState::absent && !handshake.capabilities_refused.empty()) {
@@ -284,12 +286,12 @@ Peer peer_from_live(std::string name, std::string role, std::string host,
   }
   if (key.state == KeyState::refused) p.capabilities_refused = key.refused;
   if (key.state == KeyState::published) {
-    const Capabilities* published = &key.capabilities;
-    p.codecs = published->codecs;
-    p.max_pickle_protocol = published->max_pickle_protocol;
-    p.gpu = published->gpu;
+    Capabilities& published = key.capabilities;
+    p.codecs = std::move(published.codecs);
+    p.max_pickle_protocol = published.max_pickle_protocol;
+    p.gpu = published.gpu;
     p.published = true;
-    p.published_by = published->dask_caps;
+    p.published_by = std::move(published.dask_caps);
     return p;
   }
 
