@@ -254,8 +254,10 @@ int run_check(const CheckArgs& args) {
     for (auto& b : bad) endpoints.push_back(std::move(b));
   }
 
+  report::ReportOptions report_options = gate::report_options(gate);
+  report_options.limits = args.limits;
   report::Report rep =
-      report::build_report(local_takes_part ? local : std::nullopt, std::move(endpoints), gate::report_options(gate));
+      report::build_report(local_takes_part ? local : std::nullopt, std::move(endpoints), report_options);
   gate::judge(rep, gate);
 
   // Text: nothing to show when no endpoint could be checked (the error

@@ -77,6 +77,12 @@ void add_limit_flags(CLI::App& cmd, Limits& limits) {
   cmd.add_option("--max-pickle-output-bytes", limits.max_pickle_output_bytes,
                  "largest pickle written")
       ->capture_default_str()->group("Limits");
+  cmd.add_option("--max-capability-codecs", limits.max_capability_codecs,
+                 "most codec names a peer's \"capabilities\" handshake key may list")
+      ->capture_default_str()->group("Limits");
+  cmd.add_option("--max-capability-name", limits.max_capability_name,
+                 "longest codec name, role or version in a peer's \"capabilities\" key")
+      ->capture_default_str()->group("Limits");
 }
 
 }  // namespace daskcaps::cli

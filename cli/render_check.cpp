@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "daskcaps/base/peer_text.h"
+
 namespace daskcaps::cli {
 
 namespace {
@@ -22,6 +24,7 @@ Json peer_capabilities_json(const Peer& p) {
   c["max-pickle-protocol"] = p.max_pickle_protocol;
   c["gpu"] = p.gpu ? Json(*p.gpu) : Json(nullptr);
   c["source"] = p.published ? "published" : "inferred";
+  if (!p.capabilities_refused.empty()) c["refused"] = p.capabilities_refused;
   if (!p.published_by.empty()) c["published-by"] = "dask-caps " + p.published_by;
   return c;
 }
@@ -52,10 +55,15 @@ std::string short_compression(const CompressionValue& c) {
   switch (c.kind) {
     case CompressionValue::Kind::nil: return "None";
     case CompressionValue::Kind::false_: return "False";
-    case CompressionValue::Kind::name: return c.name;
+    case CompressionValue::Kind::name: return peer_text(c.name, 64);
   }
   return "None";
 }
+
+/// A line of text that may carry a peer's strings (a finding's message
+/// quotes its codec names): escaped, and bounded far above any line
+/// dask-caps writes itself.
+std::string line_text(std::string_view s) { return peer_text(s, 4096); }
 
 std::string codec_text(const std::optional<std::string>& c) { return c ? *c : "none"; }
 
@@ -220,10 +228,10 @@ void render_check_text(const Report& rep, std::ostream& out, const gate::Gate& g
     }
     if (!p.python.empty()) s += ", Python " + p.python;
     s += ", codecs";
-    for (const auto& c : p.codecs) s += " " + c;
+    for (const auto& c : p.codecs) s += " " + peer_text(c, 64);
     if (p.codecs.empty()) s += " none";
     if (p.gpu) s += *p.gpu ? ", GPU" : ", no GPU";
-    if (!p.published_by.empty()) s += ", published by dask-caps " + p.published_by;
+    if (!p.published_by.empty()) s += ", published by dask-caps " + peer_text(p.published_by, 64);
     return s;
   };
 
@@ -237,22 +245,25 @@ void render_check_text(const Report& rep, std::ostream& out, const gate::Gate& g
       continue;
     }
     if (!e.given) ++shown;
-    out << e.address;
-    if (!e.type.empty() && e.type != "file") out << " (" << e.type << ")";
+    out << peer_text(e.address);
+    if (!e.type.empty() && e.type != "file") out << " (" << peer_text(e.type, 64) << ")";
     if (e.peer) out << ": " << describe_peer(*e.peer);
     if (e.rtt_ms) {
       char buf[32];
       std::snprintf(buf, sizeof buf, "%.2f", *e.rtt_ms);
       out << ", rtt " << buf << " ms";
     }
+    // Both are ours, with the peer's strings in them escaped where they
+    // were read (escaping them again would double the backslashes).
     if (e.error) out << "\n  error: " << e.error->message();
+    if (e.peer && !e.peer->capabilities_refused.empty()) out << "\n  warning: " << e.peer->capabilities_refused;
     out << '\n' << link_text(e);
   }
   if (hidden) out << "... and " << hidden << " more workers (--json lists them all)\n";
 
   for (std::size_t pi = 0; pi < rep.pairs.size(); ++pi) {
     const auto& p = rep.pairs[pi];
-    out << '\n' << report::side_name(rep, p.a) << "  <->  " << report::side_name(rep, p.b);
+    out << '\n' << peer_text(report::side_name(rep, p.a)) << "  <->  " << peer_text(report::side_name(rep, p.b));
     if (p.b_group) {
       const std::size_t n = rep.summary.groups[*p.b_group].members.size();
       out << "  (group " << *p.b_group << ": " << n << (n == 1 ? " worker)" : " workers)");
@@ -264,7 +275,7 @@ void render_check_text(const Report& rep, std::ostream& out, const gate::Gate& g
         out << "  Dask negotiates:  compression " << short_compression(d.compression) << ", pickle protocol "
             << d.pickle_protocol << '\n';
       else
-        out << "  Dask fails:       " << d.failure << '\n';
+        out << "  Dask fails:       " << line_text(d.failure) << '\n';
       if (p.report.scheduler_initiated && p.report.scheduler_initiated->ok)
         out << "  (scheduler-opened comms: compression "
             << short_compression(p.report.scheduler_initiated->compression) << ", pickle protocol "
@@ -284,8 +295,9 @@ void render_check_text(const Report& rep, std::ostream& out, const gate::Gate& g
     out << '\n';
     for (std::size_t i = 0; i < p.report.findings.size(); ++i) {
       const auto& f = p.report.findings[i];
-      out << "  " << to_string(f.severity) << " " << f.code << state_tag(gate, pi, i) << ": " << f.message << '\n';
-      out << "      hint: " << f.hint << '\n';
+      out << "  " << to_string(f.severity) << " " << f.code << state_tag(gate, pi, i) << ": " << line_text(f.message)
+          << '\n';
+      out << "      hint: " << line_text(f.hint) << '\n';
     }
   }
 
@@ -295,8 +307,8 @@ void render_check_text(const Report& rep, std::ostream& out, const gate::Gate& g
     for (std::size_t g = 0; g < s.groups.size(); ++g) {
       const auto& grp = s.groups[g];
       out << "  group " << g << ": " << grp.members.size() << " worker" << (grp.members.size() == 1 ? "" : "s")
-          << " of " << rep.endpoints[grp.scheduler].address << ", e.g. "
-          << rep.endpoints[grp.representative()].address << '\n';
+          << " of " << peer_text(rep.endpoints[grp.scheduler].address) << ", e.g. "
+          << peer_text(rep.endpoints[grp.representative()].address) << '\n';
     }
     if (!s.outliers.empty()) {
       out << "  outliers:";
@@ -306,19 +318,19 @@ void render_check_text(const Report& rep, std::ostream& out, const gate::Gate& g
           out << " ...";
           break;
         }
-        out << ' ' << rep.endpoints[o].address;
+        out << ' ' << peer_text(rep.endpoints[o].address);
       }
       out << '\n';
     }
   }
   for (const auto& r : s.relay)
-    out << "relay: " << r.from << " -> " << r.via << " -> " << r.to << " carries " << r.codec
+    out << "relay: " << peer_text(r.from) << " -> " << peer_text(r.via) << " -> " << peer_text(r.to) << " carries " << peer_text(r.codec, 64)
         << (r.predicted ? " (predicted)" : "") << ", which the receiver cannot decode\n";
   for (std::size_t i = 0; i < s.findings.size(); ++i) {
     const auto& f = s.findings[i];
-    out << to_string(f.severity) << " " << f.code << state_tag(gate, report::kLocal, i) << ": " << f.message
-        << '\n';
-    out << "    hint: " << f.hint << '\n';
+    out << to_string(f.severity) << " " << f.code << state_tag(gate, report::kLocal, i) << ": "
+        << line_text(f.message) << '\n';
+    out << "    hint: " << line_text(f.hint) << '\n';
   }
   if (gate.policy && !gate.ignored.empty()) {
     out << "\nignored by policy " << gate.policy->name << ":\n";

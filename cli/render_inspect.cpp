@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "daskcaps/base/bytes.h"
+#include "daskcaps/base/peer_text.h"
 
 namespace daskcaps::cli {
 
@@ -98,15 +99,16 @@ void error_text(std::ostream& out, const ErrorReport& e) {
 void render_message_text(std::ostream& out, const MessageReport& r) {
   out << "message " << r.index << " @" << hex_offset(r.offset) << "  " << fmt_bytes(r.wire_bytes)
       << "  " << r.frame_sizes.size() << (r.frame_sizes.size() == 1 ? " frame" : " frames");
-  if (r.op) out << "  op=" << *r.op;
+  // The op and the handshake are what a peer sent: escaped and bounded.
+  if (r.op) out << "  op=" << peer_text(*r.op, 64);
   if (!r.batched_ops.empty()) {
     out << "  batch[";
-    for (std::size_t i = 0; i < r.batched_ops.size(); ++i) out << (i ? "," : "") << r.batched_ops[i];
+    for (std::size_t i = 0; i < r.batched_ops.size(); ++i) out << (i ? "," : "") << peer_text(r.batched_ops[i], 64);
     out << "]";
   }
   if (r.handshake) {
     const Handshake& h = *r.handshake;
-    out << "  handshake compression=" << (h.compression ? h.compression->to_string() : "<missing>")
+    out << "  handshake compression=" << (h.compression ? peer_text(h.compression->to_string(), 64) : "<missing>")
         << " python=" << (h.python ? h.python_version() : "<missing>") << " pickle-protocol="
         << (h.pickle_protocol ? std::to_string(*h.pickle_protocol) : "<missing>");
   }

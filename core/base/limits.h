@@ -30,6 +30,13 @@ struct Limits {
   std::uint64_t max_pickle_memo = std::uint64_t{1} << 24;
   std::uint64_t max_pickle_stack = std::uint64_t{1} << 24;
   std::uint64_t max_pickle_output_bytes = std::uint64_t{8} << 30;
+  /// The "capabilities" handshake key a dask-caps peer publishes
+  /// (core/wire/handshake.h): codec names it may list, and the bytes of one
+  /// codec name, role or dask-caps version (printable ASCII only). A key
+  /// past them is refused and the peer read as a plain Dask peer, so no
+  /// more of it is kept or printed.
+  std::uint64_t max_capability_codecs = 32;
+  std::uint64_t max_capability_name = 64;
 };
 
 }  // namespace daskcaps

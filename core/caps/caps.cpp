@@ -231,8 +231,8 @@ Peer peer_from_probe(const HostProbe& probe, std::string name, std::string role)
   p.published = true;
   // A client there loads the Dask plugin: its handshake names the version.
   if (probe.handshake)
-    if (const auto* c = probe.handshake->raw.find("capabilities"))
-      if (auto caps = capabilities_from_msgpack(*c)) p.published_by = caps->dask_caps;
+    if (auto key = read_capabilities(probe.handshake->raw, Limits{}); key.state == CapabilitiesKey::State::published)
+      p.published_by = key.capabilities.dask_caps;
   if (probe.python) {
     p.python = python_version_from_string(probe.python->version);
     p.packages = probe.python->packages;
@@ -246,7 +246,7 @@ Peer peer_from_probe(const HostProbe& probe, std::string name, std::string role)
 
 Peer peer_from_live(std::string name, std::string role, std::string host,
                     const Handshake& handshake, const msgpack::Value* versions,
-                    const msgpack::Value* identity) {
+                    const msgpack::Value* identity, const Limits& limits) {
   Peer p;
   p.name = std::move(name);
   p.role = std::move(role);
@@ -270,18 +270,28 @@ Peer peer_from_live(std::string name, std::string role, std::string host,
   if (auto d = p.packages.find("distributed"); d != p.packages.end() && d->second)
     p.rules = dask_rules_for_version(*d->second);
 
-  std::optional<Capabilities> published;
-  if (const auto* c = handshake.raw.find("capabilities")) published = capabilities_from_msgpack(*c);
-  if (!published) {
-    if (const auto* c = find_path(identity, {"dask-caps", "capabilities"}))
-      published = capabilities_from_msgpack(*c);
+  // The handshake's key, else the identity's; a refused one that nothing
+  // published replaces leaves the peer plain and says why.
+  using KeyState = CapabilitiesKey::State;
+  CapabilitiesKey key = read_capabilities(handshake.raw, limits);
+  if (key.state == KeyState::absent && !handshake.capabilities_refused.empty()) {
+    key.state = KeyState::refused;
+    key.refused = handshake.capabilities_refused;
   }
-  if (published) {
-    p.codecs = published->codecs;
-    p.max_pickle_protocol = published->max_pickle_protocol;
-    p.gpu = published->gpu;
+  if (key.state != KeyState::published) {
+    if (const auto* dc = find_path(identity, {"dask-caps"})) {
+      CapabilitiesKey from_identity = read_capabilities(*dc, limits);
+      if (from_identity.state == KeyState::published || key.state == KeyState::absent) key = std::move(from_identity);
+    }
+  }
+  if (key.state == KeyState::refused) p.capabilities_refused = key.refused;
+  if (key.state == KeyState::published) {
+    Capabilities& published = key.capabilities;
+    p.codecs = std::move(published.codecs);
+    p.max_pickle_protocol = published.max_pickle_protocol;
+    p.gpu = published.gpu;
     p.published = true;
-    p.published_by = published->dask_caps;
+    p.published_by = std::move(published.dask_caps);
     return p;
   }
 

@@ -137,6 +137,10 @@ struct Peer {
   /// "capabilities" key: the Dask plugin, or dask-caps itself); "" when
   /// inferred or not said.
   std::string published_by;
+  /// Why the peer's "capabilities" key was refused (read_capabilities,
+  /// core/wire/handshake.h), so that it is read as a plain Dask peer; one
+  /// line, its peer strings escaped and bounded. "" when not refused.
+  std::string capabilities_refused;
   /// A live peer of the newest rules reached from its own host: the None
   /// its handshake says is the same-host rule, not its configuration,
   /// which cannot be seen from here.
@@ -162,10 +166,13 @@ Peer peer_from_probe(const HostProbe& probe, std::string name, std::string role)
 /// versions come from modules and python-snappy reports none, so snappy
 /// stays unknown there unless advertised), then zlib (Python's stdlib);
 /// max pickle protocol = the handshake's (Python's HIGHEST_PROTOCOL); GPU
-/// from the identity's "gpu" metrics when present, else unknown.
+/// from the identity's "gpu" metrics when present, else unknown. Both keys
+/// are read by read_capabilities under `limits`: a refused one (or one the
+/// handshake's reader took out, Handshake::capabilities_refused) leaves the
+/// peer plain, and says why in capabilities_refused.
 Peer peer_from_live(std::string name, std::string role, std::string host,
                     const Handshake& handshake, const msgpack::Value* versions,
-                    const msgpack::Value* identity);
+                    const msgpack::Value* identity, const Limits& limits = Limits{});
 
 /// "3.11.2" from "3.11.2.final.0" or "3.11.2"; "" when unreadable.
 std::string python_version_from_string(std::string_view s);

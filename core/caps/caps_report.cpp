@@ -93,7 +93,7 @@ Report build_report(std::optional<Peer> local, std::vector<EndpointInfo> endpoin
     if (host.empty())
       if (auto a = net::parse_address(e.address)) host = a->host;
     e.peer = peer_from_live(e.address, e.type, host, *e.handshake, reply_value(e.versions),
-                            reply_value(e.identity));
+                            reply_value(e.identity), options.limits);
     // Reached on its own host, a newest peer advertised None to us by rule.
     e.peer->compression_hidden = e.peer->rules == DaskRules::newest && !e.peer_ip.empty() &&
                                  e.peer_ip == e.local_ip;

@@ -107,6 +107,7 @@ struct Report {
 
 struct ReportOptions {
   PythonRule python_rule = PythonRule::same_minor;  // for python-version-mismatch
+  Limits limits;  // what a live peer's "capabilities" key may hold (peer_from_live)
 };
 
 /// Builds peers, pairs, relay findings and the summary. `local` takes part

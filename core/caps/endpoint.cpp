@@ -52,7 +52,7 @@ Result<Peer> peer_for_endpoint(const std::string& text, const EndpointOptions& o
     if (const auto* t = id->find("type"); t != nullptr && t->is_str()) type = t->as_str();
   return peer_from_live(address->to_string(), type, result->peer_ip.empty() ? address->host : result->peer_ip,
                         result->exchange.handshake, value_of(result->exchange.versions),
-                        value_of(result->exchange.identity));
+                        value_of(result->exchange.identity), options.limits);
 }
 
 RecipientPlan plan_for_recipient(const Peer& receiver) {

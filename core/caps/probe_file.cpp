@@ -123,8 +123,8 @@ OrderedJson handshake_to_json(const Handshake& h) {
     j["python"] = std::move(a);
   }
   if (h.pickle_protocol) j["pickle-protocol"] = *h.pickle_protocol;
-  if (const auto* c = h.raw.find("capabilities"))
-    if (auto caps = capabilities_from_msgpack(*c)) j["capabilities"] = capabilities_to_json(*caps);
+  if (auto key = read_capabilities(h.raw, Limits{}); key.state == CapabilitiesKey::State::published)
+    j["capabilities"] = capabilities_to_json(key.capabilities);
   return j;
 }
 

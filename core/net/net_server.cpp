@@ -138,7 +138,7 @@ Status ServerSession::on_message(std::vector<Bytes> frames) {
   if (!client_handshake_) {
     if (!root->is_map() || root->find("op"))
       return make_error(Errc::protocol, "the client's first message is not a handshake");
-    auto hs = handshake_from_msgpack(*root);
+    auto hs = handshake_from_peer(*root, limits_);
     if (!hs) return std::move(hs).error();
     if (!hs->missing_keys().empty())
       return make_error(Errc::protocol, "the client's handshake lacks \"" + hs->missing_keys().front() + "\"");

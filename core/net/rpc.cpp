@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "daskcaps/base/peer_text.h"
 #include "daskcaps/wire/frames.h"
 
 namespace daskcaps::rpc {
@@ -122,9 +123,9 @@ Status ClientSession::on_message(std::vector<Bytes> frames) {
       if (const auto* op = root->find("op"))
         return make_error(Errc::protocol,
                           "expected the peer's handshake, got a request" +
-                              (op->is_str() ? " (op \"" + op->as_str() + "\")" : std::string()) +
+                              (op->is_str() ? " (op \"" + peer_text(op->as_str(), 64) + "\")" : std::string()) +
                               ": the peer predates the handshake (distributed < 2.23.0)");
-      auto hs = handshake_from_msgpack(*root);
+      auto hs = handshake_from_peer(*root, options_.limits);
       if (!hs) return std::move(hs).error();
       exchange_.handshake = std::move(*hs);
       advance();

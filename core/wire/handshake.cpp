@@ -1,5 +1,9 @@
 #include "daskcaps/wire/handshake.h"
 
+#include <utility>
+
+#include "daskcaps/base/peer_text.h"
+
 namespace daskcaps {
 
 std::vector<std::string> Handshake::missing_keys() const {
@@ -74,31 +78,95 @@ Result<Handshake> handshake_from_msgpack(const msgpack::Value& v) {
   return h;
 }
 
-std::optional<Capabilities> capabilities_from_msgpack(const msgpack::Value& v) {
-  if (!v.is_map()) return std::nullopt;
+namespace {
+
+constexpr std::string_view kPlain = "; read as a plain Dask peer";
+
+CapabilitiesKey refuse(std::string why) {
+  CapabilitiesKey k;
+  k.state = CapabilitiesKey::State::refused;
+  k.refused = "its \"capabilities\" handshake key is refused: " + std::move(why) + std::string(kPlain);
+  return k;
+}
+
+/// "" when `s` is a name the key may hold, else why not (bounded, escaped).
+std::string bad_name(std::string_view s, const Limits& limits) {
+  // Bytes first: a forged line is shown (escaped) whatever its length.
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c > 0x7E) return "holds a byte that is not printable ASCII: \"" + peer_text(s, 64) + "\"";
+  }
+  if (s.size() > limits.max_capability_name)
+    return "is " + std::to_string(s.size()) + " bytes, more than " + std::to_string(limits.max_capability_name) +
+           " (--max-capability-name)";
+  return "";
+}
+
+}  // namespace
+
+CapabilitiesKey read_capabilities(const msgpack::Value& holder, const Limits& limits) {
+  const msgpack::Value* key = holder.is_map() ? holder.find("capabilities") : nullptr;
+  if (!key) return {};
+  const msgpack::Value& v = *key;
+  if (!v.is_map()) return refuse("a msgpack " + std::string(msgpack::type_name(v.type())) + ", not a map");
   const auto* codecs = v.find("codecs");
-  if (!codecs || !codecs->is_array()) return std::nullopt;
-  Capabilities c;
-  for (const auto& e : codecs->as_array()) {
-    if (!e.is_str()) return std::nullopt;
-    c.codecs.push_back(e.as_str());
+  if (!codecs || !codecs->is_array()) return refuse("\"codecs\" is not a list");
+  const auto& list = codecs->as_array();
+  if (list.size() > limits.max_capability_codecs)
+    return refuse("\"codecs\" lists " + std::to_string(list.size()) + " names, more than " +
+                  std::to_string(limits.max_capability_codecs) + " (--max-capability-codecs)");
+  CapabilitiesKey k;
+  Capabilities& c = k.capabilities;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].is_str()) return refuse("codec name " + std::to_string(i) + " is not a string");
+    if (auto why = bad_name(list[i].as_str(), limits); !why.empty())
+      return refuse("codec name " + std::to_string(i) + " " + why);
   }
   if (const auto* p = v.find("max-pickle-protocol")) {
     auto i = p->to_int64();
-    if (!i || *i < 0) return std::nullopt;
+    if (!i || *i < 0) return refuse("\"max-pickle-protocol\" is not an integer of at least 0");
     c.max_pickle_protocol = *i;
   }
   if (const auto* g = v.find("gpu")) {
-    if (!g->is_bool()) return std::nullopt;
+    if (!g->is_bool()) return refuse("\"gpu\" is not a boolean");
     c.gpu = g->as_bool();
   }
-  for (auto [key, field] : {std::pair{"dask-caps", &c.dask_caps}, std::pair{"role", &c.role}}) {
-    if (const auto* s = v.find(key)) {
-      if (!s->is_str()) return std::nullopt;
+  for (auto [name, field] : {std::pair{"dask-caps", &c.dask_caps}, std::pair{"role", &c.role}}) {
+    if (const auto* s = v.find(name)) {
+      if (!s->is_str()) return refuse("\"" + std::string(name) + "\" is not a string");
+      if (auto why = bad_name(s->as_str(), limits); !why.empty())
+        return refuse("\"" + std::string(name) + "\" " + why);
       *field = s->as_str();
     }
   }
-  return c;
+  c.codecs.reserve(list.size());
+  for (const auto& e : list) c.codecs.push_back(e.as_str());
+  k.state = CapabilitiesKey::State::published;
+  return k;
+}
+
+std::optional<Capabilities> capabilities_from_msgpack(const msgpack::Value& v) {
+  msgpack::Value holder = msgpack::Value::map();
+  holder.set("capabilities", v);
+  CapabilitiesKey k = read_capabilities(holder, Limits{});
+  if (k.state != CapabilitiesKey::State::published) return std::nullopt;
+  return std::move(k.capabilities);
+}
+
+Result<Handshake> handshake_from_peer(const msgpack::Value& v, const Limits& limits) {
+  auto h = handshake_from_msgpack(v);
+  if (!h) return h;
+  CapabilitiesKey k = read_capabilities(h->raw, limits);
+  if (k.state == CapabilitiesKey::State::refused) {
+    // A fresh map: erasing from the received one would leave the refused
+    // value's bytes in its arena for as long as the handshake lives.
+    msgpack::Value kept = msgpack::Value::map();
+    for (const auto& [name, value] : std::as_const(h->raw).as_map())
+      if (!(name.is_str() && name.as_str() == "capabilities")) kept.as_map().emplace_back(name, value);
+    h->raw = std::move(kept);
+    h->capabilities_refused = std::move(k.refused);
+  }
+  return h;
 }
 
 msgpack::Value capabilities_to_msgpack(const Capabilities& c) {

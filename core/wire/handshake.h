@@ -17,6 +17,7 @@
 #include "daskcaps/wire/codec.h"
 #include "daskcaps/wire/compression_value.h"
 #include "daskcaps/wire/msgpack.h"
+#include "daskcaps/base/limits.h"
 #include "daskcaps/base/result.h"
 
 namespace daskcaps {
@@ -26,6 +27,9 @@ struct Handshake {
   std::optional<std::vector<std::int64_t>> python;
   std::optional<std::int64_t> pickle_protocol;
   msgpack::Value raw;  // the whole map as received (extra keys kept)
+  /// Why the peer's "capabilities" key was refused and taken out of raw
+  /// (handshake_from_peer); "" when it was not.
+  std::string capabilities_refused;
 
   /// Keys Dask requires that are absent ("compression", "pickle-protocol").
   std::vector<std::string> missing_keys() const;
@@ -52,14 +56,40 @@ struct Capabilities {
   std::string role{};       // "scheduler", "worker", "nanny", "client"; "" when not said
 };
 
-/// Reads the "capabilities" handshake key as dask-caps peers publish it
+/// The "capabilities" key of a handshake (or of an identity's "dask-caps"
+/// entry), as read_capabilities found it.
+struct CapabilitiesKey {
+  enum class State : std::uint8_t { absent, published, refused };
+  State state = State::absent;
+  Capabilities capabilities;  // published: what it says
+  /// refused: why, in one line, its peer strings escaped and bounded
+  /// (peer_text), ending "; read as a plain Dask peer".
+  std::string refused;
+};
+
+/// The one reader of the "capabilities" key as dask-caps peers publish it
 /// (the Dask plugin dask_caps.plugin, `check`, `serve`; README "Inside
-/// Dask"): a map {"codecs": [str...], "max-pickle-protocol": int >= 0,
-/// "gpu": bool, "dask-caps": str, "role": str}, "codecs" required, the rest
-/// optional (5, false, "", ""), other members ignored. nullopt when it is
-/// not such a map (a member of the wrong type, a negative protocol): the
-/// peer is then read as a plain Dask peer.
+/// Dask"), the key itself found in the map `holder`: a map {"codecs":
+/// [str...], "max-pickle-protocol": int >= 0, "gpu": bool, "dask-caps":
+/// str, "role": str}, "codecs" required, the rest optional (5, false, "",
+/// ""), other members ignored. Refused (and the peer read as a plain Dask
+/// peer) when it is not such a map (a member of the wrong type, a negative
+/// protocol), or when it crosses the limits: more than
+/// limits.max_capability_codecs codec names, or a codec name, role or
+/// version longer than limits.max_capability_name bytes or holding a byte
+/// that is not printable ASCII. Nothing is copied before it is checked.
+CapabilitiesKey read_capabilities(const msgpack::Value& holder, const Limits& limits);
+
+/// read_capabilities of {"capabilities": v} under the default limits:
+/// nullopt unless published.
 std::optional<Capabilities> capabilities_from_msgpack(const msgpack::Value& v);
+
+/// A handshake as a peer sent it (handshake_from_msgpack), its
+/// "capabilities" key read once (read_capabilities): a refused key is
+/// taken out of raw, so that nothing keeps, forwards or prints it, and
+/// capabilities_refused says why.
+Result<Handshake> handshake_from_peer(const msgpack::Value& v, const Limits& limits);
+
 /// The inverse, for the handshake and identity dask-caps sends.
 msgpack::Value capabilities_to_msgpack(const Capabilities& c);
 

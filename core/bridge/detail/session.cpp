@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "daskcaps/base/peer_text.h"
 #include "daskcaps/net/rpc.h"
 #include "daskcaps/wire/codec.h"
 #include "daskcaps/wire/frames.h"
@@ -100,7 +101,8 @@ Session::~Session() {
 void Session::log(const std::string& line) { bridge_.observer_.on_log("session " + std::to_string(id_) + ": " + line); }
 
 std::string Session::describe(const Handshake& h) const {
-  std::string out = "compression " + (h.compression ? h.compression->to_string() : std::string("(none given)"));
+  std::string out =
+      "compression " + (h.compression ? peer_text(h.compression->to_string(), 64) : std::string("(none given)"));
   out += ", pickle " + (h.pickle_protocol ? std::to_string(*h.pickle_protocol) : std::string("?"));
   const std::string py = h.python_version();
   if (!py.empty()) out += ", Python " + py;
@@ -392,7 +394,7 @@ bool Session::take_handshake(Side& s, AssembledMessage&& m) {
   if (m.frames.size() == 1) {
     auto v = msgpack::decode_all(m.frames[0].span(), limits, m.offset + prelude_size(1));
     if (v && v->is_map() && v->find("op") == nullptr) {
-      auto parsed = handshake_from_msgpack(*v);
+      auto parsed = handshake_from_peer(*v, limits);
       if (parsed && parsed->missing_keys().empty()) h = std::move(*parsed);
     }
   }
@@ -402,6 +404,10 @@ bool Session::take_handshake(Side& s, AssembledMessage&& m) {
     return false;
   }
   s.handshake = std::move(h);
+  // The reader took a refused key out (nothing of it is kept or forwarded);
+  // one line says so.
+  if (!s.handshake->capabilities_refused.empty())
+    log("warning: the " + std::string(name(s)) + " " + s.peer + ": " + s.handshake->capabilities_refused);
   if (s.leg == Leg::upstream) {
     // Dask's connector reads the listener's handshake before it writes its
     // own, on both legs. The upstream is answered with its own codec and

@@ -510,3 +510,40 @@ TEST_CASE("caps: severities parse and order") {
   CHECK(python_version_from_string("3.11.2.final.0") == "3.11.2");
   CHECK(python_version_from_string("x") == "");
 }
+
+TEST_CASE("caps: a capabilities key past the limits makes a plain peer that says why") {
+  Capabilities c;
+  c.codecs = {"zstd", "zlib"};
+  c.role = std::string(std::size_t{10} << 20, 'r');
+  Value m = hs("zstd", 4).to_msgpack();
+  m.set("capabilities", capabilities_to_msgpack(c));
+  // Read off the wire: the key is taken out, the refusal kept.
+  const Handshake h = *handshake_from_peer(m, Limits{});
+  Peer p = peer_from_live("tcp://127.0.0.1:1", "Scheduler", "127.0.0.1", h, nullptr, nullptr);
+  CHECK(!p.published);
+  CHECK(p.published_by.empty());
+  CHECK(p.codecs.front() == "zstd");  // inferred from the advertised codec
+  CHECK(p.max_pickle_protocol == 4);
+  CHECK(p.capabilities_refused.find("\"role\" is 10485760 bytes, more than 64") != std::string::npos);
+  CHECK(p.capabilities_refused.size() < 512);
+  // Read from a handshake that still holds it: the same.
+  Peer q = peer_from_live("tcp://127.0.0.1:1", "Scheduler", "127.0.0.1", *handshake_from_msgpack(m), nullptr, nullptr);
+  CHECK(!q.published);
+  CHECK(q.capabilities_refused == p.capabilities_refused);
+  // Wider limits (the commands' flags) take it.
+  Limits wide;
+  wide.max_capability_name = std::size_t{10} << 20;
+  CHECK(peer_from_live("tcp://127.0.0.1:1", "Scheduler", "127.0.0.1", *handshake_from_msgpack(m), nullptr, nullptr,
+                       wide)
+            .published);
+  // The identity's key is read the same way.
+  Capabilities many;
+  many.codecs.assign(33, "lz4");
+  Value identity = Value::map();
+  Value entry = Value::map();
+  entry.set("capabilities", capabilities_to_msgpack(many));
+  identity.set("dask-caps", entry);
+  Peer r = peer_from_live("tcp://127.0.0.1:1", "Scheduler", "127.0.0.1", hs("zstd"), nullptr, &identity);
+  CHECK(!r.published);
+  CHECK(r.capabilities_refused.find("\"codecs\" lists 33 names") != std::string::npos);
+}
