@@ -1,12 +1,14 @@
 """Checks that what comments and docs cite exists in this repository.
 
 Scans the text of every file under core/, formats/, cli/, python/, tests/,
-bench/, scripts/, cmake/, docs/ and man/, and README.md and CMakeLists.txt
+bench/, scripts/, cmake/, docs/, man/ and examples/, and README.md and CMakeLists.txt
 (bench/RESULTS.md only above its history, which is a log and stays as it
 was written). A line fails when it:
   - names a section, `§N` or `§N.M`, that is not attributed to a Markdown
     file of the tree ("docs/protocol.md §2.4", "§2.4 and §6.3" after one)
     or to an RFC, or that the named file has no numbered heading for;
+  - names a heading in quotes after its Markdown file
+    (bench/RESULTS.md, "Bridge") that the file does not have;
   - names a repository path (`core/...`, `docs/...`, ...) that does not
     exist, or a Markdown file with an `#anchor` that none of its headings
     makes;
@@ -26,8 +28,12 @@ ROOT = os.environ.get("DASKCAPS_SOURCE_DIR") or os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SCANNED_DIRS = ("core", "formats", "cli", "python", "tests", "bench", "scripts",
-                "cmake", "docs", "man")
+                "cmake", "docs", "man", "examples")
 SCANNED_FILES = ("README.md", "CMakeLists.txt")
+# This file names bad citations on purpose (its self-test).
+SKIPPED_FILES = ("tests/docs/check_citations.py",)
+# Outputs of the command, compared byte for byte by the golden tests.
+SKIPPED_DIRS = ("examples/golden/",)
 TOP_DIRS = SCANNED_DIRS + ("examples", "schemas")
 TEXT_EXT = (".h", ".hpp", ".cpp", ".c", ".py", ".pyi", ".cmake", ".txt", ".md",
             ".sh", ".in", ".1", ".lua", ".toml", ".cfg", ".yml", ".yaml")
@@ -50,6 +56,8 @@ SECTION_NUM = re.compile(r"§\s?(\d+(?:\.\d+)*)")
 # in backticks and followed by a heading name in quotes) or an RFC.
 OWNER = re.compile(r"(?:`?([\w./-]+\.md)`?|RFC\s?\d+)\s*(?:\"[^\"]*\"\s*)?[,:(]?\s*$")
 PATH = re.compile(r"(?<![\w./$@{-])((?:%s)/[\w./*<>{}-]*)" % "|".join(TOP_DIRS))
+# A heading named in quotes after its document: bench/RESULTS.md, "Bridge".
+QUOTED = re.compile(r"(?<![\w/-])((?:[\w-]+/)*[\w-]+\.md)`?\s*[,:(]\s*\"([^\"]+)\"")
 ANCHOR = re.compile(r"(?<![\w/-])((?:[\w-]+/)*[\w-]+\.md)#([\w-]+)")
 BARE = re.compile(r"(?<![\w./<>{}$@*%-])([A-Za-z_][\w-]*\.(?:py|md|cmake|sh|cpp|h))\b(?![\w/-])")
 MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -80,7 +88,7 @@ class Docs:
 
     def headings(self, rel):
         if rel not in self.cache:
-            numbers, anchors = set(), set()
+            numbers, anchors, titles = set(), set(), []
             try:
                 with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
                     fenced = False
@@ -92,6 +100,7 @@ class Docs:
                             continue
                         title = m.group(2)
                         anchors.add(slug(title))
+                        titles.append(re.sub(r"[`*]", "", title).lower())
                         n = re.match(r"(\d+(?:\.\d+)*)\.?\s", title)
                         if n:
                             numbers.add(n.group(1))
@@ -100,7 +109,7 @@ class Docs:
             except OSError:
                 self.cache[rel] = None
                 return None
-            self.cache[rel] = (numbers, anchors)
+            self.cache[rel] = (numbers, anchors, titles)
         return self.cache[rel]
 
 
@@ -109,7 +118,7 @@ def resolve(rel_file, target):
     target = target.rstrip(".,;:)")
     parts = target.rstrip("/").split("/")
     # Build outputs, placeholders (examples/NAME, core/caps/x.h).
-    if "build" in parts or any(re.fullmatch(r"[A-Z_]+", p) for p in parts[1:]) \
+    if "build" in parts or any(re.fullmatch(r"[A-Z_]+(\.\w+)?", p) for p in parts[1:]) \
             or re.fullmatch(r"\w(\.\w+)?", parts[-1]):
         return target
     for base in (ROOT, os.path.join(ROOT, os.path.dirname(rel_file))):
@@ -161,6 +170,16 @@ def check_line(rel, lineno, line, docs, basenames, problems):
         heads = docs.headings(doc)
         if heads is None or m.group(2) not in heads[1]:
             problems.append("%s: %s has no heading #%s" % (where, doc, m.group(2)))
+    # Headings named in quotes.
+    for m in QUOTED.finditer(line):
+        doc = resolve(rel, m.group(1))
+        if doc is None:
+            continue  # reported as a path or a bare name below
+        heads = docs.headings(doc)
+        want = m.group(2).lower()
+        if heads is None or not any(t.startswith(want) or t.split(". ", 1)[-1].startswith(want)
+                                    for t in heads[2]):
+            problems.append('%s: %s has no heading "%s"' % (where, doc, m.group(2)))
     # Repository paths.
     for m in PATH.finditer(line):
         target = m.group(1)
@@ -201,6 +220,8 @@ def self_test(docs, basenames):
         ("// (DESIGN.md `check`)", True),                        # no such file
         ("// written by core/atomic_file", True),                # no such path
         ("// see docs/cli.md#no-such-heading", True),            # no such anchor
+        ('// (bench/RESULTS.md, "No such entry")', True),        # no such heading
+        ('// (bench/RESULTS.md, "Bridge")', False),
         ("// docs/protocol.md §2.4 and §6.3", False),
         ("// (RFC 8878 §3.1.1.1)", False),
         ("// core/wire/frames.h, core/wire/codec", False),
@@ -223,7 +244,8 @@ def main():
     problems = self_test(docs, basenames)
     for rel in files:
         top = rel.split("/")[0]
-        if rel not in SCANNED_FILES and top not in SCANNED_DIRS:
+        if (rel not in SCANNED_FILES and top not in SCANNED_DIRS) or rel in SKIPPED_FILES \
+                or rel.startswith(SKIPPED_DIRS):
             continue
         if not rel.endswith(TEXT_EXT) and os.path.basename(rel) != "CMakeLists.txt":
             continue
