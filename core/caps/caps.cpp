@@ -647,7 +647,7 @@ PairReport evaluate_pair(const Peer& a, const Peer& b, bool same_host, PythonRul
     const Peer* other = scheduler == &a ? &b : &a;
     if (scheduler && (other->role == "Worker" || other->role == "Nanny")) {
       // The scheduler's outgoing comms carry its handshake overrides
-      // (pickle-protocol 4); its listeners do not (spec §2.7).
+      // (pickle-protocol 4); its listeners do not (docs/protocol.md §2.7).
       Handshake hs = scheduler == &a ? ha : hb;
       if (hs.pickle_protocol) hs.pickle_protocol = 4;
       r.scheduler_initiated = dask_negotiate(hs, scheduler == &a ? hb : ha);

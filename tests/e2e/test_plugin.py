@@ -9,7 +9,7 @@ clients, each in a process of its own (bridge_client.py):
   nolz4    lz4, zstandard and snappy hidden: KeyError 'lz4' (the scheduler
            relays the worker's lz4 frames, dask/distributed#7774)
   pickle4  reads pickle protocol 4 at most: "unsupported pickle protocol: 5"
-           (type-serialized pickles are always protocol 5, spec §2.6)
+           (type-serialized pickles are always protocol 5, docs/protocol.md §2.6)
   cpu      a CuPy result from the worker: No module named 'cupy'
 
 Which processes need the plugin for what (asserted here, README "Inside Dask"):
