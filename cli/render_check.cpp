@@ -1,4 +1,5 @@
 #include "cli/render_check.h"
+#include "cli/render_link.h"
 
 #include <cmath>
 #include <cstdio>
@@ -85,6 +86,7 @@ Json check_report_json(const Report& rep, const gate::Gate& gate) {
     else
       j["versions"] = nullptr;
     j["rtt-ms"] = e.rtt_ms ? Json(round2(*e.rtt_ms)) : Json(nullptr);
+    if (auto link = link_json(e)) j["link"] = std::move(*link);
     j["error"] = e.error ? Json(e.error->message()) : Json(nullptr);
     if (e.error) j["error-kind"] = std::string(to_string(e.error->code));
     if (e.identity && !e.identity->ok()) j["identity-error"] = e.identity->describe("identity");
@@ -244,7 +246,7 @@ void render_check_text(const Report& rep, std::ostream& out, const gate::Gate& g
       out << ", rtt " << buf << " ms";
     }
     if (e.error) out << "\n  error: " << e.error->message();
-    out << '\n';
+    out << '\n' << link_text(e);
   }
   if (hidden) out << "... and " << hidden << " more workers (--json lists them all)\n";
 

@@ -1,20 +1,27 @@
-"""Builds and installs the Python module dask_caps from this repository.
+"""Builds the Python module dask_caps from this repository: a wheel, or an install.
 
-    python3 -m pip install --no-build-isolation ./python             # a venv (--system-site-packages)
+    python3 -m pip wheel --no-build-isolation --no-index ./python     # dask_caps-<version>-*.whl
+    python3 -m pip install --no-build-isolation ./python               # a venv (--system-site-packages)
     python3 -m pip install --no-build-isolation --target DIR ./python
     (--no-index works: nothing is downloaded)
 
-The extension dask_caps._core is built by CMake from the repository root
-(python/..), with the tests, benchmarks and CLI left out: only the target
-daskcaps_python, for the interpreter that runs this script. Needs what the
-CMake build needs (a C++20 compiler, CMake 3.24, the Debian -dev packages of
-the README) plus pybind11-dev and python3-dev; setuptools and wheel from
-Debian. The version is the project's, read from the root CMakeLists.txt.
+The metadata is in pyproject.toml; this file holds what setuptools cannot
+take from there: the version (the project's, read from the root
+CMakeLists.txt) and the extension dask_caps._core, built by CMake from the
+repository root (python/..) with the tests, benchmarks and CLI left out:
+only the target daskcaps_python, for the interpreter that runs this script,
+in Release, with lz4, zstd, snappy and zlib linked from their static
+archives (DASKCAPS_PYTHON_STATIC_DEPS, python/CMakeLists.txt), so that the
+wheel needs nothing beyond glibc and libstdc++. Needs what the CMake build
+needs (a C++20 compiler, CMake 3.24, the Debian -dev packages of the
+README, whose static archives these are) plus pybind11-dev and python3-dev;
+setuptools and wheel from Debian.
 
 Environment: DASKCAPS_CMAKE_ARGS adds arguments to the configure step
 (e.g. "-DCMAKE_BUILD_TYPE=RelWithDebInfo"); CMAKE_BUILD_PARALLEL_LEVEL sets
 the build's jobs (default: the number of cores). ccache is used when it is
-on PATH.
+on PATH (CMake also honours CMAKE_CXX_COMPILER_LAUNCHER and
+CMAKE_C_COMPILER_LAUNCHER from the environment).
 """
 import os
 import re
@@ -43,11 +50,6 @@ def project_version():
     return m.group(1)
 
 
-def readme():
-    with open(os.path.join(HERE, "README.md")) as f:
-        return f.read()
-
-
 class CMakeExtension(Extension):
     def __init__(self, name, target):
         super().__init__(name, sources=[])
@@ -63,7 +65,9 @@ class CMakeBuild(build_ext):
             "-DCMAKE_BUILD_TYPE=Release",
             "-DDASKCAPS_BUILD_TESTS=OFF",
             "-DDASKCAPS_BUILD_BENCH=OFF",
+            "-DDASKCAPS_BUILD_LAYER_CHECKS=OFF",
             "-DDASKCAPS_BUILD_PYTHON=ON",
+            "-DDASKCAPS_PYTHON_STATIC_DEPS=ON",
             f"-DPython_EXECUTABLE={sys.executable}",
         ]
         if shutil.which("ninja"):
@@ -90,15 +94,10 @@ class CMakeBuild(build_ext):
         shutil.copyfile(os.path.join(built, names[0]), dest)
 
 
+# Everything else (name, description, readme, requires-python, classifiers,
+# the package and its data) is in pyproject.toml.
 setup(
-    name="dask-caps",
     version=project_version(),
-    description="The dask-caps core for Python: probe, negotiate, compress, recode and inspect Dask messages",
-    long_description=readme(),
-    long_description_content_type="text/markdown",
-    packages=["dask_caps"],
     ext_modules=[CMakeExtension("dask_caps._core", target="daskcaps_python")],
     cmdclass={"build_ext": CMakeBuild},
-    python_requires=">=3.8",
-    zip_safe=False,
 )

@@ -32,6 +32,7 @@ EndpointInfo endpoint_from_query(std::string address, Result<rpc::QueryResult> r
   e.rtt_ms = q.rtt_ms;
   e.peer_ip = std::move(q.peer_ip);
   e.local_ip = std::move(q.local_ip);
+  e.link = q.link;
   if (const auto* id = reply_value(e.identity))
     if (const auto* t = id->find("type"); t && t->is_str()) e.type = t->as_str();
   return e;

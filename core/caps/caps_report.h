@@ -49,6 +49,7 @@ struct EndpointInfo {
   std::optional<double> rtt_ms;
   std::string peer_ip;            // for the same-host rule
   std::string local_ip;
+  std::optional<net::LinkFigures> link;  // live endpoints whose socket gave TCP_INFO
   std::optional<Error> error;     // could not be checked (or broke the protocol)
   std::optional<HostProbe> probe; // probe files
   std::optional<Peer> peer;       // filled by build_report when usable

@@ -248,6 +248,7 @@ Result<QueryResult> query_endpoint(const net::Address& address, const QueryOptio
   const auto up = net::Clock::now();
   net::Clock::time_point identity_at{};
   auto st = run_session(**transport, session, deadline, timeout_text, &identity_at);
+  if (const auto* s = (*transport)->stream()) out.link = net::read_link_figures(s->fd());
   (*transport)->close();
   if (!st) return st.error();
   if (identity_at == net::Clock::time_point{}) identity_at = net::Clock::now();

@@ -46,6 +46,7 @@
 #include "daskcaps/base/limits.h"
 #include "daskcaps/wire/msgpack.h"
 #include "daskcaps/net/address.h"
+#include "daskcaps/net/link_figures.h"
 #include "daskcaps/net/socket.h"
 #include "daskcaps/net/tls.h"
 #include "daskcaps/base/result.h"
@@ -184,6 +185,9 @@ struct QueryResult {
   double rtt_ms = 0;     // from the connection being up to the identity reply
   std::string peer_ip;   // the address we reached
   std::string local_ip;  // our end of the connection
+  /// TCP_INFO of the connection after the conversation (nullopt: the
+  /// socket gave none, core/net/link_figures.h).
+  std::optional<net::LinkFigures> link;
 };
 
 /// Connects to one endpoint, runs the session, closes. One call, one

@@ -2,6 +2,7 @@
 
 #include "daskcaps/wire/compression_value.h"
 #include "daskcaps/wire/serialized.h"
+#include "daskcaps/wire/serialized_tree.h"
 
 namespace daskcaps {
 
@@ -104,18 +105,20 @@ LayoutResult convert_header_to_cpu(msgpack::Value& header, ClassReader type_of) 
   return r;
 }
 
-std::vector<LayoutResult> convert_object_to_cpu(SubObject& obj, ClassReader type_of) {
+Result<std::vector<LayoutResult>> convert_object_to_cpu(SubObject& obj, ClassReader type_of,
+                                                       std::uint32_t max_depth) {
   std::vector<LayoutResult> out;
   if (obj.kind != Placeholder::serialized) return out;
-  if (msgpack::Value* subs = obj.header.find("sub-headers"); subs != nullptr && subs->is_array()) {
-    for (msgpack::Value& element : subs->as_array()) {
-      LayoutResult r = convert_header_to_cpu(element, type_of);
-      if (r.outcome != LayoutOutcome::cpu_already) out.push_back(std::move(r));
-    }
-  } else {
-    LayoutResult r = convert_header_to_cpu(obj.header, type_of);
-    if (r.outcome != LayoutOutcome::cpu_already) out.push_back(std::move(r));
-  }
+  // Every leaf at every depth (core/wire/serialized_tree.h): a collection's
+  // own header names a builtin (a plain "list" string), never a GPU type.
+  Status walked = for_each_leaf(obj.header, nullptr, max_depth,
+                                [&](msgpack::Value& leaf, std::vector<Bytes>&, const std::string& path) -> Status {
+                                  LayoutResult r = convert_header_to_cpu(leaf, type_of);
+                                  r.path = path;
+                                  if (r.outcome != LayoutOutcome::cpu_already) out.push_back(std::move(r));
+                                  return {};
+                                });
+  if (!walked) return std::move(walked).error();
   bool converted = false, unconvertible = false;
   for (const LayoutResult& r : out) {
     converted |= r.outcome == LayoutOutcome::converted;

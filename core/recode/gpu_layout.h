@@ -16,10 +16,12 @@
 // with structured dtypes (a `|V` typestr with named fields).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "daskcaps/wire/message.h"
+#include "daskcaps/base/limits.h"
 #include "daskcaps/base/result.h"
 
 namespace daskcaps {
@@ -38,6 +40,7 @@ struct LayoutResult {
   LayoutOutcome outcome = LayoutOutcome::cpu_already;
   std::string type;    // the GPU type met, e.g. "cupy.ndarray"
   std::string reason;  // why it could not be converted
+  std::string path;    // of the element below its object ("" for the object itself, "['b'][0]")
 };
 
 /// True for types that hold GPU memory (cupy.*, numba.cuda.*, rmm.*, cudf.*).
@@ -50,10 +53,14 @@ bool is_gpu_type(std::string_view dotted_type);
 using ClassReader = Result<ClassRef> (*)(ByteSpan type_serialized);
 LayoutResult convert_header_to_cpu(msgpack::Value& header, ClassReader type_of);
 
-/// Converts every GPU object of a sub-object (collections element by
-/// element). Returns one result per GPU object met; a `cuda` family
-/// object's false compression entries become nil when it is converted.
-std::vector<LayoutResult> convert_object_to_cpu(SubObject& obj, ClassReader type_of);
+/// Converts every GPU object of a sub-object: collections element by
+/// element, at every depth Dask nests them (core/wire/serialized_tree.h).
+/// Returns one result per GPU object met; a `cuda` family object's false
+/// compression entries become nil when it is converted. Errors: a
+/// collection header without its "sub-headers" list, or nested deeper than
+/// `max_depth` collection levels.
+Result<std::vector<LayoutResult>> convert_object_to_cpu(SubObject& obj, ClassReader type_of,
+                                                       std::uint32_t max_depth = Limits{}.max_msgpack_depth);
 
 /// The exact `type-serialized` bytes Dask writes for numpy.ndarray
 /// (docs/protocol.md §5.1, protocol 5).

@@ -14,11 +14,13 @@
 #include <vector>
 
 #include "daskcaps/recode/error_pickles.h"
+#include "daskcaps/recode/field_pickles.h"
 #include "daskcaps/recode/gpu_layout.h"
 #include "daskcaps/recode/stream_recode.h"
 #include "daskcaps/wire/handshake.h"
 #include "daskcaps/pickle/pickle.h"
 #include "daskcaps/wire/serialized.h"
+#include "daskcaps/wire/serialized_tree.h"
 
 namespace daskcaps {
 
@@ -342,9 +344,15 @@ class ObjectRecoder {
     return std::optional<std::vector<Bytes>>(std::move(out));
   }
 
-  // type-serialized and pickled numpy dtypes inside one (sub-)header; a
-  // pickle that comes out as it was is left as it is.
+  // type-serialized and pickled numpy dtypes of every (sub-)header of an
+  // object, at every depth (core/wire/serialized_tree.h: a collection's
+  // own type-serialized is a plain string); a pickle that comes out as it
+  // was is left as it is.
   Status recode_header_pickles(Value& header) {
+    return for_each_leaf(header, nullptr, opt_.limits.max_msgpack_depth,
+                         [&](Value& leaf, std::vector<Bytes>&, const std::string&) { return recode_leaf_pickles(leaf); });
+  }
+  Status recode_leaf_pickles(Value& header) {
     if (Value* ts = header.find("type-serialized"); ts != nullptr && ts->is_bin()) {
       auto r = recode_plain(ts->as_bin(), "type-serialized");
       if (!r) return std::move(r).error();
@@ -356,11 +364,6 @@ class ObjectRecoder {
         auto r = recode_plain(dt->as_array()[1].as_bin(), "pickled dtype");
         if (!r) return std::move(r).error();
         if (*r) dt->as_array()[1] = Value::bin(std::move(**r));
-      }
-    }
-    if (Value* subs = header.find("sub-headers"); subs != nullptr && subs->is_array()) {
-      for (Value& e : subs->as_array()) {
-        if (auto st = recode_header_pickles(e); !st) return st;
       }
     }
     return {};
@@ -424,13 +427,15 @@ class ObjectRecoder {
     if (!codecs) return std::move(codecs).error();
 
     if (opt_.layout_cpu) {
-      for (LayoutResult& r : convert_object_to_cpu(obj, &read_class)) {
+      auto layout = convert_object_to_cpu(obj, &read_class, opt_.limits.max_msgpack_depth);
+      if (!layout) return std::move(layout).error();
+      for (LayoutResult& r : *layout) {
         if (r.outcome == LayoutOutcome::converted) {
           ++rep_.arrays_converted;
           changed_ = true;
           continue;
         }
-        std::string what = obj.path + ": " + r.type + " cannot become a CPU object: " + r.reason;
+        std::string what = obj.path + r.path + ": " + r.type + " cannot become a CPU object: " + r.reason;
         if (!opt_.keep_unconvertible) return make_error(Errc::unsupported, what + " (--keep-unconvertible leaves it as it is)");
         rep_.unconvertible.push_back(std::move(what));
       }
@@ -443,9 +448,14 @@ class ObjectRecoder {
     if (opt_.pickle_protocol) {
       if (auto st = recode_header_pickles(obj.header); !st) return std::move(st).error();
       const bool error_pickle = is_error_pickle(obj);
-      bool has_data_pickle = data_pickle_of(obj.header) != DataPickle::none || error_pickle;
-      if (const Value* subs = obj.header.find("sub-headers"); subs != nullptr && subs->is_array())
-        for (const Value& e : subs->as_array()) has_data_pickle |= data_pickle_of(e) != DataPickle::none;
+      bool has_data_pickle = error_pickle;
+      if (auto st = for_each_leaf(obj.header, nullptr, opt_.limits.max_msgpack_depth,
+                                  [&](Value& leaf, std::vector<Bytes>&, const std::string&) -> Status {
+                                    has_data_pickle |= data_pickle_of(leaf) != DataPickle::none;
+                                    return {};
+                                  });
+          !st)
+        return std::move(st).error();
       if (has_data_pickle) {
         auto raw = decompressed_frames(obj, opt_.limits);
         if (!raw) return std::move(raw).error();
@@ -460,8 +470,14 @@ class ObjectRecoder {
             frames_changed = true;
           }
         }
-        if (auto st = recode_data(obj.header, merged, frames_changed); !st) return std::move(st).error();
-        if (auto st = recode_elements(obj.header, merged, frames_changed); !st) return std::move(st).error();
+        // Every leaf's data pickle, on its slice of the merged frames, at
+        // every depth; collections get their new frame counts.
+        if (auto st = for_each_leaf(obj.header, &merged, opt_.limits.max_msgpack_depth,
+                                    [&](Value& leaf, std::vector<Bytes>& frames, const std::string&) {
+                                      return recode_data(leaf, frames, frames_changed);
+                                    });
+            !st)
+          return std::move(st).error();
       }
     }
 
@@ -475,39 +491,6 @@ class ObjectRecoder {
       return resplit(obj, merged, *codec);
     }
     if (opt_.codec) return recompress(obj, *codecs, *opt_.codec);
-    return {};
-  }
-
-  // Collection elements whose frames hold pickles (frame-lengths slices).
-  Status recode_elements(Value& header, std::vector<Bytes>& merged, bool& changed) {
-    Value* subs = header.find("sub-headers");
-    Value* lengths = header.find("frame-lengths");
-    if (subs == nullptr || !subs->is_array() || lengths == nullptr || !lengths->is_array()) return {};
-    auto elements = subs->as_array();
-    auto counts = lengths->as_array();
-    if (counts.size() != elements.size())
-      return make_error(Errc::bad_value, "collection \"frame-lengths\" and \"sub-headers\" differ in length");
-    std::vector<Bytes> out;
-    std::size_t at = 0;
-    for (std::size_t i = 0; i < elements.size(); ++i) {
-      auto n = counts[i].to_uint64();
-      if (!n || *n > merged.size() - at)
-        return make_error(Errc::length_out_of_range, "collection element " + std::to_string(i) +
-                                                         " claims frames past the object's end");
-      std::vector<Bytes> frames(merged.begin() + static_cast<std::ptrdiff_t>(at),
-                                merged.begin() + static_cast<std::ptrdiff_t>(at + *n));
-      at += *n;
-      bool element_changed = false;
-      if (auto st = recode_data(elements[i], frames, element_changed); !st)
-        return std::move(st).error().add_context("element " + std::to_string(i));
-      if (element_changed) {
-        counts[i] = Value::uinteger(frames.size());
-        changed = true;
-      }
-      out.insert(out.end(), frames.begin(), frames.end());
-    }
-    out.insert(out.end(), merged.begin() + static_cast<std::ptrdiff_t>(at), merged.end());
-    merged = std::move(out);
     return {};
   }
 
@@ -729,6 +712,24 @@ Result<std::vector<Bytes>> transcode_message(Message&& message, const TranscodeO
     for_each_error_bin(message.root, [&](ErrorPart part, msgpack::Value& v) {
       if (failed) return;
       auto r = recoder.recode_plain(v.as_bin(), part == ErrorPart::exception ? "exception pickle" : "traceback pickle");
+      if (!r) {
+        failed = std::move(r).error().add_context("frame 0");
+      } else if (*r) {
+        v = msgpack::Value::bin(std::move(**r));
+        root_changed = true;
+      }
+    });
+    if (failed) return std::move(*failed);
+  }
+  // The pickles Dask puts in plain fields by op and key: a result's type,
+  // client.run's function, a plugin (core/recode/field_pickles.h).
+  if (options.pickle_protocol && !handshake && !message.original_frames.empty() &&
+      may_hold_field_pickles(message.original_frames[0].span())) {
+    std::optional<Error> failed;
+    for_each_field_pickle(message.root, [&](std::string_view op, std::string_view key, msgpack::Value& v) {
+      if (failed) return;
+      const std::string what = std::string(op) + " " + std::string(key) + " pickle";
+      auto r = recoder.recode_plain(v.as_bin(), what.c_str());
       if (!r) {
         failed = std::move(r).error().add_context("frame 0");
       } else if (*r) {

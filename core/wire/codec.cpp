@@ -460,23 +460,27 @@ MaybeCompressRules maybe_compress_rules_for(std::string_view dask_release) {
   return rules;
 }
 
+Buffer frame_sample(ByteSpan input, const MaybeCompressRules& rules) {
+  Buffer sample;
+  // Slices of sample_size bytes, evenly spread.
+  const std::uint64_t size = std::min<std::uint64_t>(rules.sample_size, input.size());
+  if (size == 0 || rules.sample_count == 0) return sample;
+  sample.reserve(static_cast<std::size_t>(size * rules.sample_count));
+  const std::uint64_t max_start = input.size() - size;
+  for (std::uint32_t i = 0; i < rules.sample_count; ++i) {
+    const std::uint64_t start = rules.sample_count == 1 ? 0 : max_start * i / (rules.sample_count - 1);
+    sample.append(input.subspan(static_cast<std::size_t>(start), static_cast<std::size_t>(size)));
+  }
+  return sample;
+}
+
 Result<MaybeCompressed> maybe_compress(Codec c, ByteSpan input, const MaybeCompressRules& rules,
                                        const CompressOptions& options) {
   MaybeCompressed out;
   if (c == Codec::none) return out;
   if (input.size() < rules.min_size || input.size() > rules.max_size) return out;
 
-  // Sample: sample_count slices of sample_size bytes, evenly spread.
-  const std::uint64_t size = std::min<std::uint64_t>(rules.sample_size, input.size());
-  if (size > 0 && rules.sample_count > 0) {
-    Buffer sample;
-    sample.reserve(static_cast<std::size_t>(size * rules.sample_count));
-    const std::uint64_t max_start = input.size() - size;
-    for (std::uint32_t i = 0; i < rules.sample_count; ++i) {
-      const std::uint64_t start =
-          rules.sample_count == 1 ? 0 : max_start * i / (rules.sample_count - 1);
-      sample.append(input.subspan(static_cast<std::size_t>(start), static_cast<std::size_t>(size)));
-    }
+  if (const Buffer sample = frame_sample(input, rules); !sample.empty()) {
     auto small = compress(c, sample, options);
     if (!small) return std::move(small).error();
     if (static_cast<double>(small->size()) > rules.ratio * static_cast<double>(sample.size()))

@@ -118,6 +118,12 @@ struct MaybeCompressRules {
 /// The rules of a Dask release: "2022.12" (ratio 0.9) or "newest" (0.7).
 MaybeCompressRules maybe_compress_rules_for(std::string_view dask_release);
 
+/// The sample maybe_compress compresses to judge a frame: sample_count
+/// slices of sample_size bytes (or the whole frame when smaller), evenly
+/// spread and joined (Dask's byte_sample takes them at random). Empty when
+/// sample_size or sample_count is 0.
+Buffer frame_sample(ByteSpan input, const MaybeCompressRules& rules);
+
 struct MaybeCompressed {
   bool compressed = false;  // false: send the input raw
   Buffer data;              // the compressed bytes when compressed

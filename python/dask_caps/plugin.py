@@ -1,7 +1,7 @@
 """dask_caps.plugin: the capability exchange of dask/distributed#4011, inside Dask.
 
 Load it with Dask's own preload mechanism on every process that should take
-part (README.md, "Inside Dask", has the details):
+part (docs/plugin.md has the details):
 
     dask scheduler --preload dask_caps.plugin
     dask worker tcp://scheduler:8786 --preload dask_caps.plugin   # --preload-nanny for the nanny
@@ -10,36 +10,48 @@ part (README.md, "Inside Dask", has the details):
 or in a Dask config file (distributed.scheduler.preload, distributed.worker.preload,
 distributed.nanny.preload, distributed.client.preload: ["dask_caps.plugin"]).
 
-Importing it installs, once per process, four patches and the defaults of its
-config keys, and nothing else:
+Importing the module changes nothing in the process. Dask's preload hooks
+do the work: dask_setup(server) installs the patches below (once per process;
+every scheduler, worker, nanny or client that calls it holds them), and
+dask_teardown(server) of the last holder puts everything back as it was.
 
-  Comm.handshake_info           adds one key, "capabilities", to the handshake this
-                                process sends (README.md, "Inside Dask", "The capabilities
-                                key"); Dask without the plugin ignores it
+  Comm.handshake_info           adds one key, "capabilities", to the handshake a
+                                connection sends (docs/plugin.md, "The capabilities
+                                key"), with the role of the server the connection
+                                belongs to; Dask without the plugin ignores it
   Comm.handshake_configuration  per connection, after Dask's own rule: the codec to
                                 write with (the first codec of this side's list that
                                 the peer decodes) and the plan for recoding what is
-                                written to that peer, kept in comm.handshake_options
+                                written to that peer, kept by the plugin (never in
+                                the options Dask hands to serializers)
   distributed.protocol.dumps    (what comm.utils.to_frames calls, with the comm's
                                 context) recodes the frames of each outgoing message
                                 with the plan of its connection (dask_caps.recode)
   the compressions table        the core's lz4, zstd and snappy under Dask's names
                                 where python-lz4, zstandard or python-snappy are missing
+  the config defaults           of the dask-caps.* keys (DEFAULTS)
+  each holder's handshake_overrides (connection_args), which Dask merges into
+                                the handshake of every connection that server opens:
+                                its "capabilities" with its role
 
 Each behaviour has a switch in Dask's config (DEFAULTS below; as environment
 variables DASK_DASK_CAPS__RECODE=False and so on). Each connection logs one
 debug line on the logger "distributed.dask_caps". Nothing here raises out of
 Dask's comm code: where the plugin's own work fails, Dask's result is used
 and one line is logged. Nothing here executes a pickle: recoding is done by
-the core on the frames.
+the core on the frames. What a peer sends is checked against the bounds
+below before it is used, and escaped before it is logged.
+
+All the plugin's state lives in one object, STATE.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import importlib.util
 import inspect
 import logging
-import sys
+import weakref
 
 import dask
 import dask.config
@@ -54,9 +66,15 @@ logger = logging.getLogger("distributed.dask_caps")
 
 #: The handshake key this plugin publishes (and dask-caps check and serve send).
 CAPABILITIES_KEY = "capabilities"
-#: The key of the per-connection plan in comm.handshake_options (and so in the
-#: context Comm.write hands to dumps). Never sent.
-PLAN_KEY = "dask-caps"
+
+#: Bounds on what a peer's "capabilities" key may hold (the core's capsbound
+#: applies the same): a codec name, the role and the version are at most
+#: MAX_NAME printable ASCII characters, and "codecs" names at most MAX_CODECS.
+#: A value past them makes the peer a plain peer.
+MAX_NAME = 64
+MAX_CODECS = 32
+#: How much of a refused value one log line shows (escaped).
+SHOWN_CHARS = 40
 
 DEFAULTS = {
     "dask-caps": {
@@ -83,16 +101,39 @@ _SAME_HOST_RULE = hasattr(_comm_core.Comm, "same_host")  # 2023.5 on: None to a 
 _DASK_RELEASE = "newest" if "min_ratio" in inspect.signature(_compression.maybe_compress).parameters else "2022.12"
 _CORE_CODECS = tuple(dask_caps.CODECS)
 _PACKAGES = {"lz4": "python-lz4", "zstd": "zstandard", "snappy": "python-snappy", "zlib": "zlib"}
-
-_installed = False
-_originals: dict = {}
-_registered: list[str] = []
-_role: str | None = None
-_gpu: bool | None = None
+# The classes a preload is handed, by their names in the distributed package
+# (every release exports them there); the first that matches wins, so a
+# subclass of Worker is a worker.
+_ROLE_CLASSES = (("scheduler", "Scheduler"), ("nanny", "Nanny"), ("worker", "Worker"), ("client", "Client"))
+# Plans of handshake_configuration calls made without a comm (Dask always
+# has one; a caller of Comm.handshake_configuration may not): the newest ones
+# are kept, since nothing says when such a "connection" ends.
+_LOOSE_PLANS = 256
 
 
 def _config(name: str):
     return dask.config.get("dask-caps." + name, default=DEFAULTS["dask-caps"][name])
+
+
+def shown(value, limit: int = SHOWN_CHARS) -> str:
+    """What a log line may show of a value a peer sent: a string escaped as
+    ascii() escapes it (no newline, NUL or other control character gets
+    through) and cut to `limit` characters with the count of the rest;
+    anything else by its type and size only."""
+    if isinstance(value, str):
+        if len(value) <= limit and value.isascii() and value.isprintable():
+            return value
+        out = ascii(value[:limit])
+        if len(value) > limit:
+            out += " (+%d characters)" % (len(value) - limit)
+        return out
+    if isinstance(value, (bool, int, float)) or value is None:
+        return ascii(value)[:limit]
+    try:
+        size = " of %d" % len(value)
+    except Exception:  # noqa: BLE001 - a size is only a hint
+        size = ""
+    return "a %s%s" % (type(value).__name__[:limit], size)
 
 
 # ---- codecs ---------------------------------------------------------------
@@ -118,12 +159,12 @@ def _core_compress(codec: str):
     return functools.partial(dask_caps.compress, codec)
 
 
-def register_codecs() -> list[str]:
+def register_codecs() -> dict:
     """Puts the core's codecs into Dask's compressions table under Dask's
     names, for each one this Python lacks (both table layouts: 2022.12's
     {"compress", "decompress"} dicts and 2023.5's Compression tuples).
-    Returns the names added."""
-    added = []
+    Returns {name: entry} of those added."""
+    added = {}
     for codec in _CORE_CODECS:
         if codec in _compression.compressions:
             continue
@@ -134,7 +175,7 @@ def register_codecs() -> list[str]:
         else:
             entry = {"compress": compress, "decompress": decompress}
         _compression.compressions[codec] = entry
-        added.append(codec)
+        added[codec] = entry
     return added
 
 
@@ -202,30 +243,48 @@ def _detect_gpu() -> bool:
         return False
 
 
-def published(advertised=None) -> dict:
+def published(advertised=None, role: str | None = None) -> dict:
     """The value of the "capabilities" key this process sends, for a
-    handshake advertising `advertised` as its compression."""
-    global _gpu
-    if _gpu is None:
-        _gpu = _detect_gpu()
+    handshake advertising `advertised` as its compression, from a server of
+    `role` (None: no "role" member). Before the plugin is set up here it is
+    what the process will publish once it is (the core's codecs counted
+    where dask-caps.register-codecs will add them)."""
+    if STATE.gpu is None:
+        STATE.gpu = _detect_gpu()
     decodes = table_codecs()
+    if not STATE.installed and _config("register-codecs"):
+        decodes += [c for c in _CORE_CODECS if c not in decodes]
     preferred = [c for c in _preference_order(advertised) if c in decodes]
     doc = {
         "codecs": preferred + [c for c in decodes if c not in preferred],
         "max-pickle-protocol": int(_comm_core.HIGHEST_PROTOCOL),
-        "gpu": _gpu,
+        "gpu": STATE.gpu,
         "dask-caps": dask_caps.__version__,
     }
-    if _role:
-        doc["role"] = _role
+    if role:
+        doc["role"] = role
     return doc
+
+
+def role_of(dask_object) -> str | None:
+    """The role of an object Dask hands a preload: "scheduler", "nanny",
+    "worker" or "client" by isinstance against distributed's own classes
+    (subclasses included), None for anything else."""
+    import distributed
+
+    for role, name in _ROLE_CLASSES:
+        cls = getattr(distributed, name, None)
+        if isinstance(cls, type) and isinstance(dask_object, cls):
+            return role
+    return None
 
 
 # ---- what a peer published -----------------------------------------------
 
 
 class Peer:
-    """What this side knows of the peer of one connection."""
+    """What this side knows of the peer of one connection (every string in
+    it within the bounds: printable ASCII of at most MAX_NAME characters)."""
 
     __slots__ = ("codecs", "max_pickle_protocol", "gpu", "version", "role", "published")
 
@@ -253,14 +312,32 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _bounded_name(v) -> bool:
+    return isinstance(v, str) and len(v) <= MAX_NAME and v.isascii() and v.isprintable()
+
+
+def _name_problem(what: str, v) -> str:
+    return "%s is not a string of at most %d printable ASCII characters: %s" % (what, MAX_NAME, shown(v))
+
+
 def read_capabilities(value):
     """The peer's "capabilities" value as a Peer, or (None, why) when it is
-    malformed. msgpack hands lists over as tuples (use_list=False)."""
+    malformed or past the bounds (MAX_CODECS names of MAX_NAME printable
+    ASCII characters; the same for "role" and "dask-caps"). `why` is
+    bounded and escaped; nothing of a refused value is kept. msgpack hands
+    lists over as tuples (use_list=False)."""
     if not isinstance(value, dict):
-        return None, "not a map but %s" % type(value).__name__
+        return None, "not a map but %s" % shown(value)
     codecs = value.get("codecs")
-    if not isinstance(codecs, (list, tuple)) or not all(isinstance(c, str) for c in codecs):
+    if not isinstance(codecs, (list, tuple)):
         return None, "\"codecs\" is not a list of names"
+    if len(codecs) > MAX_CODECS:
+        return None, "\"codecs\" names %d codecs (at most %d)" % (len(codecs), MAX_CODECS)
+    for c in codecs:
+        if not isinstance(c, str):
+            return None, "\"codecs\" is not a list of names"
+        if not _bounded_name(c):
+            return None, _name_problem("a codec name", c)
     pickle_max = value.get("max-pickle-protocol", 5)
     if not _is_int(pickle_max) or pickle_max < 0:
         return None, "\"max-pickle-protocol\" is not a non-negative integer"
@@ -273,12 +350,16 @@ def read_capabilities(value):
         return None, "\"dask-caps\" is not a string"
     if role is not None and not isinstance(role, str):
         return None, "\"role\" is not a string"
+    if version is not None and not _bounded_name(version):
+        return None, _name_problem("\"dask-caps\"", version)
+    if role is not None and not _bounded_name(role):
+        return None, _name_problem("\"role\"", role)
     return Peer(codecs, pickle_max, gpu, version, role, published=True), None
 
 
 def _plain_peer(remote: dict) -> Peer:
     advertised = remote.get("compression")
-    codecs = [advertised] if isinstance(advertised, str) else []
+    codecs = [advertised] if _bounded_name(advertised) else []
     protocol = remote.get("pickle-protocol")
     return Peer(codecs, protocol if _is_int(protocol) else 5)
 
@@ -354,158 +435,486 @@ def make_plan(local: dict, remote: dict, dask_options: dict):
         layout = "cpu" if (_config("downgrade-gpu") and peer.published and peer.gpu is False
                            and peer.role != "scheduler") else None
         if codec is not None or protocol is not None or layout is not None:
-            plan = Plan(codec, accept, protocol, layout, remote.get("address"))
+            plan = Plan(codec, accept, protocol, layout, shown(remote.get("address"), 200))
     return write, plan, peer, problem
+
+
+# ---- where Dask's arguments are -------------------------------------------
+
+
+class ArgReader:
+    """Finds named arguments of calls to one function by its signature, read
+    once: a call's value for `name` whether it came by position or by
+    keyword, else the parameter's default (None where the function has no
+    such parameter)."""
+
+    __slots__ = ("where",)
+
+    def __init__(self, func, names):
+        params = inspect.signature(func).parameters
+        var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        positions = [p.name for p in params.values()
+                     if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        self.where = {}
+        for name in names:
+            p = params.get(name)
+            if p is None:
+                self.where[name] = (None, var_kw, None)
+                continue
+            position = positions.index(name) if name in positions else None
+            keyword = p.kind is not inspect.Parameter.POSITIONAL_ONLY
+            default = None if p.default is inspect.Parameter.empty else p.default
+            self.where[name] = (position, keyword, default)
+
+    def accepts(self, name: str) -> bool:
+        position, keyword, _ = self.where[name]
+        return position is not None or keyword
+
+    def get(self, name: str, args: tuple, kwargs: dict):
+        position, keyword, default = self.where[name]
+        if keyword and name in kwargs:
+            return kwargs[name]
+        if position is not None and position < len(args):
+            return args[position]
+        return default
+
+
+class _CommOrClass:
+    """Puts a function where Dask has a static method (2022.12's
+    handshake_info, handshake_configuration in every release): called on
+    the class, as Comm.handshake_info(), it gets None first; called on a
+    comm, as Dask's connect() and Listener.on_connection() call it, it gets
+    the comm first."""
+
+    def __init__(self, func):
+        self.func = func
+        functools.update_wrapper(self, func)
+
+    def __get__(self, obj, objtype=None):
+        return functools.partial(self.func, obj)
+
+
+class _Holder:
+    """One server (scheduler, worker, nanny or client) that set the plugin up."""
+
+    __slots__ = ("ref", "role", "args", "overrides_created", "before")
+
+    def __init__(self, server, role):
+        try:
+            self.ref = weakref.ref(server)
+        except TypeError:
+            self.ref = lambda server=server: server
+        self.role = role
+        self.args = None               # its connection_args, where the plugin put "capabilities"
+        self.overrides_created = False
+        self.before = _MISSING         # what that dict held under the key before
+
+
+_MISSING = object()
+_WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+
+
+def _listening_match(listening, local) -> int:
+    """2 where `local` (a comm's local address) is the address `listening`
+    (a listener's) accepts on, 1 where the listener listens on every
+    interface at that port, 0 otherwise."""
+    if not isinstance(listening, str) or not isinstance(local, str):
+        return 0
+    if listening == local:
+        return 2
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme_l, loc_l = parse_address(listening)
+        scheme_c, loc_c = parse_address(local)
+        if scheme_l != scheme_c:
+            return 0
+        host_l, port_l = parse_host_port(loc_l)
+        host_c, port_c = parse_host_port(loc_c)
+    except Exception:  # noqa: BLE001 - an address of another form is not this one
+        return 0
+    if port_l != port_c:
+        return 0
+    if host_l == host_c:
+        return 2
+    return 1 if host_l in _WILDCARD_HOSTS else 0
+
+
+class PluginState:
+    """Everything the plugin holds in a process (one instance: STATE).
+
+    holders    the servers that called dask_setup and not yet dask_teardown,
+               by id; the patches are in while there is one (or install())
+    originals  what the patches replaced (None: not installed)
+    registered the compressions entries the plugin added, by name
+    gpu        what "gpu" publishes (detected once)
+    plans      per connection, the plan for what this side writes to it, by
+               the id of the connection's remote_info (which Dask hands
+               dumps as context["recipient"]); each entry holds that dict, so
+               the id stays its own, until the comm is collected
+    """
+
+    def __init__(self):
+        self.holders: dict = {}
+        self.explicit = False
+        self.originals: dict | None = None
+        self.registered: dict = {}
+        self.gpu: bool | None = None
+        self.plans: dict = {}
+        self.loose: list = []
+        self.args: ArgReader | None = None
+        self.config_before: dict = {}
+
+    @property
+    def installed(self) -> bool:
+        return self.originals is not None
+
+    # -- roles of connections --
+
+    def role_of_comm(self, comm) -> str | None:
+        """The role of the holder whose listener accepted `comm` (matched
+        by the comm's local address), or None: a connection this process
+        opened, or one no holder accepted."""
+        local = getattr(comm, "local_address", None) if comm is not None else None
+        if not isinstance(local, str) or not self.holders:
+            return None
+        best, best_score = None, 0
+        for holder in list(self.holders.values()):
+            server = holder.ref()
+            for listener in list(getattr(server, "listeners", None) or ()):
+                for attr in ("listen_address", "contact_address"):
+                    try:
+                        score = _listening_match(getattr(listener, attr, None), local)
+                    except Exception:  # noqa: BLE001 - a listener not started has no address
+                        score = 0
+                    if score > best_score:
+                        best, best_score = holder.role, score
+                        if score == 2:
+                            return best
+        return best
+
+    # -- plans --
+
+    def keep_plan(self, comm, remote: dict, plan) -> None:
+        key = id(remote)
+        old = self.plans.pop(key, None)
+        if old is not None and old[2] is not None:
+            old[2].detach()
+        if plan is None:
+            return
+        finalizer = None
+        if comm is not None:
+            try:
+                finalizer = weakref.finalize(comm, self.plans.pop, key, None)
+                finalizer.atexit = False
+            except TypeError:  # not weakly referable: kept as a loose plan
+                finalizer = None
+        self.plans[key] = (remote, plan, finalizer)
+        if finalizer is None:
+            self.loose.append(key)
+            while len(self.loose) > _LOOSE_PLANS:
+                gone = self.plans.get(self.loose.pop(0))
+                if gone is not None and gone[2] is None:
+                    self.plans.pop(id(gone[0]), None)
+
+    def plan_for(self, recipient):
+        entry = self.plans.get(id(recipient))
+        if entry is not None and entry[0] is recipient:
+            return entry[1]
+        return None
+
+    # -- install and uninstall --
+
+    def hold(self, server) -> bool:
+        """Notes `server` as a holder (once per object) and installs the
+        patches for the first; True where this call installed them."""
+        first = not self.installed
+        self.install()
+        key = id(server)
+        holder = self.holders.get(key)
+        if holder is not None and holder.ref() is server:
+            return False
+        holder = _Holder(server, role_of(server))
+        self.holders[key] = holder
+        self._publish_for(holder, server)
+        return first
+
+    def release(self, server) -> None:
+        holder = self.holders.get(id(server))
+        if holder is None or holder.ref() is not server:
+            return
+        del self.holders[id(server)]
+        self._unpublish_for(holder)
+        self._uninstall_if_unheld()
+
+    def _publish_for(self, holder, server) -> None:
+        """Puts this server's "capabilities" (with its role) into the
+        handshake_overrides of its connection_args, which Dask passes to
+        connect() for every connection the server opens and merges into the
+        handshake it sends."""
+        args = getattr(server, "connection_args", None)
+        if not isinstance(args, dict) or not _config("publish"):
+            return
+        overrides = args.get("handshake_overrides")
+        if overrides is None:
+            overrides = {}
+            args["handshake_overrides"] = overrides
+            holder.overrides_created = True
+        elif not isinstance(overrides, dict):
+            return
+        holder.before = overrides.get(CAPABILITIES_KEY, _MISSING)
+        overrides[CAPABILITIES_KEY] = published(dask_caps_advertised(), role=holder.role)
+        holder.args = args
+
+    @staticmethod
+    def _unpublish_for(holder) -> None:
+        args, holder.args = holder.args, None
+        if args is None:
+            return
+        overrides = args.get("handshake_overrides")
+        if not isinstance(overrides, dict):
+            return
+        if holder.overrides_created:
+            if set(overrides) <= {CAPABILITIES_KEY}:
+                args.pop("handshake_overrides", None)
+            else:
+                overrides.pop(CAPABILITIES_KEY, None)
+        elif holder.before is _MISSING:
+            overrides.pop(CAPABILITIES_KEY, None)
+        else:
+            overrides[CAPABILITIES_KEY] = holder.before
+
+    def _uninstall_if_unheld(self) -> None:
+        if not self.holders and not self.explicit:
+            self.uninstall_all()
+
+    def install(self) -> None:
+        """Installs the patches and config defaults (once)."""
+        if self.installed:
+            return
+        cfg = dask.config.config
+        self.config_before = {k: copy.deepcopy(cfg[k]) for k in ("dask-caps", "dask_caps") if k in cfg}
+        dask.config.update_defaults(DEFAULTS)
+        Comm = _comm_core.Comm
+        raw_info = Comm.__dict__["handshake_info"]
+        raw_conf = Comm.__dict__["handshake_configuration"]
+        original_dumps = _protocol.dumps
+        conf = raw_conf.__func__ if isinstance(raw_conf, staticmethod) else raw_conf
+        self.args = ArgReader(original_dumps, ("context", "frame_split_size"))
+        self.originals = {"handshake_info": raw_info, "handshake_configuration": raw_conf,
+                          "dumps": original_dumps}
+
+        if isinstance(raw_info, staticmethod):  # 2022.12
+            original_info = raw_info.__func__
+
+            def handshake_info(comm):
+                return _add_capabilities(comm, original_info())
+
+            functools.update_wrapper(handshake_info, original_info)
+            Comm.handshake_info = _CommOrClass(handshake_info)
+        else:  # 2023.5 on: a method (the same-host rule needs the comm)
+            original_method = raw_info
+
+            def handshake_info(self):
+                return _add_capabilities(self, original_method(self))
+
+            Comm.handshake_info = functools.wraps(original_method)(handshake_info)
+        Comm.handshake_configuration = _CommOrClass(functools.wraps(conf)(functools.partial(
+            _handshake_configuration, conf)))
+        _protocol.dumps = _wrap_dumps(original_dumps, self.args)
+        if not self.args.accepts("context"):
+            logger.warning("dask-caps: this Dask's distributed.protocol.dumps takes no context: "
+                           "nothing will be recoded")
+
+        if _config("register-codecs"):
+            self.registered = register_codecs()
+            if self.registered:
+                logger.info("dask-caps: the core's %s registered in Dask's compressions (this Python lacks %s)",
+                            ", ".join(self.registered), ", ".join(_PACKAGES[c] for c in self.registered))
+
+    def uninstall_all(self) -> None:
+        """Puts back everything install() and the holders changed: the
+        patched functions, the compressions entries, the config defaults,
+        the holders' handshake_overrides; forgets every plan."""
+        for holder in list(self.holders.values()):
+            self._unpublish_for(holder)
+        self.holders.clear()
+        self.explicit = False
+        originals, self.originals = self.originals, None
+        if originals is None:
+            return
+        Comm = _comm_core.Comm
+        Comm.handshake_info = originals["handshake_info"]
+        Comm.handshake_configuration = originals["handshake_configuration"]
+        if _protocol.dumps is not originals["dumps"]:
+            _protocol.dumps = originals["dumps"]
+        for codec, entry in self.registered.items():
+            if _compression.compressions.get(codec) is entry:
+                del _compression.compressions[codec]
+        self.registered = {}
+        for _, _, finalizer in list(self.plans.values()):
+            if finalizer is not None:
+                finalizer.detach()
+        self.plans.clear()
+        self.loose.clear()
+        self.args = None
+        self.gpu = None
+        self._restore_config()
+
+    def _restore_config(self) -> None:
+        defaults = dask.config.defaults
+        for i, d in enumerate(defaults):
+            if d is DEFAULTS:
+                del defaults[i]
+                break
+        cfg = dask.config.config
+        ours = DEFAULTS["dask-caps"]
+        for top in ("dask-caps", "dask_caps"):
+            current = cfg.get(top)
+            if not isinstance(current, dict):
+                continue
+            before = self.config_before.get(top, {})
+            for key in list(current):
+                name = key.replace("_", "-")
+                if name in ours and key not in before and current[key] == ours[name]:
+                    del current[key]
+            if not current and top not in self.config_before:
+                del cfg[top]
+        self.config_before = {}
+
+
+STATE = PluginState()
 
 
 # ---- the patches ----------------------------------------------------------
 
 
-def _add_capabilities(info: dict) -> dict:
+def _add_capabilities(comm, info: dict) -> dict:
     try:
         if _config("publish"):
-            info[CAPABILITIES_KEY] = published(info.get("compression"))
+            info[CAPABILITIES_KEY] = published(info.get("compression"), role=STATE.role_of_comm(comm))
     except Exception as e:  # noqa: BLE001 - the handshake goes out as Dask makes it
         logger.warning("dask-caps: capabilities not published: %s: %s", type(e).__name__, e)
     return info
 
 
-def _handshake_configuration(local, remote):
-    out = _originals["handshake_configuration"](local, remote)  # Dask's rule, and its errors
+def _describe_published(ours) -> str:
+    if not isinstance(ours, dict):
+        return "nothing"
+    out = "codecs %s, pickle <= %s, gpu %s" % (",".join(ours["codecs"]), ours["max-pickle-protocol"],
+                                                "yes" if ours["gpu"] else "no")
+    if ours.get("role"):
+        out += ", role " + ours["role"]
+    return out
+
+
+def _handshake_configuration(original, comm, local, remote):
+    out = original(local, remote)  # Dask's rule, and its errors
     try:
         write, plan, peer, problem = make_plan(local, remote, out)
+        peer_address = shown(remote.get("address"), 200)
         if problem:
+            # Nothing of a refused value stays: not in the plugin, and not in
+            # the handshake Dask keeps for the connection (Dask ignores the key).
+            remote.pop(CAPABILITIES_KEY, None)
             logger.warning("dask-caps: %s sent a malformed %r key (%s): ignored, Dask's rule applies",
-                           remote.get("address"), CAPABILITIES_KEY, problem)
+                           peer_address, CAPABILITIES_KEY, problem)
         dask_choice = out.get("compression")
         if _config("choose-codec"):
             out["compression"] = write
-        if plan is not None:
-            out[PLAN_KEY] = plan
+        STATE.keep_plan(comm, remote, plan)
         if logger.isEnabledFor(logging.DEBUG):
-            ours = local.get(CAPABILITIES_KEY)
             logger.debug(
                 "dask-caps: %s -> %s: published %s; peer %s; writing %s (Dask: %s), pickle %s; %s",
-                local.get("address"), remote.get("address"),
-                "codecs %s, pickle <= %s, gpu %s" % (",".join(ours["codecs"]), ours["max-pickle-protocol"],
-                                                     "yes" if ours["gpu"] else "no")
-                if isinstance(ours, dict) else "nothing",
-                peer.describe(), out.get("compression"), dask_choice, out.get("pickle-protocol"),
+                shown(local.get("address"), 200), peer_address, _describe_published(local.get(CAPABILITIES_KEY)),
+                peer.describe(), out.get("compression"), dask_choice, shown(out.get("pickle-protocol")),
                 plan.describe() if plan else "no recoding")
     except Exception as e:  # noqa: BLE001 - Dask's options stand
-        logger.warning("dask-caps: %s: Dask's rule applies: %s: %s", remote.get("address"),
+        logger.warning("dask-caps: %s: Dask's rule applies: %s: %s", shown(remote.get("address"), 200),
                        type(e).__name__, e)
     return out
 
 
-def _dumps(msg, *args, **kwargs):
-    frames = _originals["dumps"](msg, *args, **kwargs)
-    context = kwargs.get("context") if len(args) < 3 else args[2]
-    if not context:
-        return frames
-    try:
-        plan = context.get(PLAN_KEY)
-    except AttributeError:
-        return frames
-    if plan is None or (len(frames) < 2 and plan.pickle_protocol is None):
-        return frames
-    shard = kwargs.get("frame_split_size") if len(args) < 4 else args[3]
-    return plan.recode(frames, shard or plan.shard_bytes)
+def _wrap_dumps(original, reader):
+    """distributed.protocol.dumps, then the plan of the connection its
+    context names (found by name in the call: `reader`)."""
+
+    @functools.wraps(original)
+    def dumps(*args, **kwargs):
+        frames = original(*args, **kwargs)
+        if not STATE.plans:  # no connection needs anything: the common case, first
+            return frames
+        context = reader.get("context", args, kwargs)
+        if not context:
+            return frames
+        try:
+            plan = STATE.plan_for(context.get("recipient"))
+        except AttributeError:
+            return frames
+        if plan is None or (len(frames) < 2 and plan.pickle_protocol is None):
+            return frames
+        shard = reader.get("frame_split_size", args, kwargs)
+        return plan.recode(frames, shard or plan.shard_bytes)
+
+    return dumps
+
+
+# ---- the public interface -------------------------------------------------
+
+
+def plan_for(recipient):
+    """The plan for what this process writes to the peer whose handshake
+    (comm.remote_info, context["recipient"] in dumps) is `recipient`, or None."""
+    return STATE.plan_for(recipient)
 
 
 def install() -> None:
-    """Installs the patches (once; importing the module calls it)."""
-    global _installed
-    if _installed:
-        return
-    dask.config.update_defaults(DEFAULTS)
-    Comm = _comm_core.Comm
-    raw_info = Comm.__dict__["handshake_info"]
-    raw_conf = Comm.__dict__["handshake_configuration"]
-    _originals.update(handshake_info=raw_info, handshake_configuration_raw=raw_conf,
-                      handshake_configuration=raw_conf.__func__ if isinstance(raw_conf, staticmethod)
-                      else raw_conf, dumps=_protocol.dumps)
-
-    if isinstance(raw_info, staticmethod):  # 2022.12
-        original_info = raw_info.__func__
-
-        def handshake_info():
-            return _add_capabilities(original_info())
-
-        Comm.handshake_info = staticmethod(functools.wraps(original_info)(handshake_info))
-    else:  # 2023.5 on: a method (the same-host rule needs the comm)
-        original_method = raw_info
-
-        def handshake_info(self):
-            return _add_capabilities(original_method(self))
-
-        Comm.handshake_info = functools.wraps(original_method)(handshake_info)
-    Comm.handshake_configuration = staticmethod(
-        functools.wraps(_originals["handshake_configuration"])(_handshake_configuration))
-    _protocol.dumps = functools.wraps(_originals["dumps"])(_dumps)
-
-    if _config("register-codecs"):
-        _registered[:] = register_codecs()
-        if _registered:
-            logger.info("dask-caps: the core's %s registered in Dask's compressions (this Python lacks %s)",
-                        ", ".join(_registered), ", ".join(_PACKAGES[c] for c in _registered))
-    _installed = True
+    """Installs the patches without a server to hold them (for a program
+    that wants them before it makes its first connection, e.g. before
+    creating a Client); uninstall() takes them out."""
+    STATE.install()
+    STATE.explicit = True
 
 
 def uninstall() -> None:
-    """Puts back what install() replaced (the registered codecs go too)."""
-    global _installed, _gpu
-    if not _installed:
-        return
-    Comm = _comm_core.Comm
-    Comm.handshake_info = _originals["handshake_info"]
-    Comm.handshake_configuration = _originals["handshake_configuration_raw"]
-    _protocol.dumps = _originals["dumps"]
-    for codec in _registered:
-        _compression.compressions.pop(codec, None)
-    _registered.clear()
-    _gpu = None
-    _installed = False
-
-
-def _role_of(dask_object) -> str | None:
-    name = type(dask_object).__name__.lower()
-    for role in ("scheduler", "worker", "nanny", "client"):
-        if role in name:
-            return role
-    return None
-
-
-def _role_from_preload_stack() -> str | None:
-    """The role of the Dask object whose preload imports this module:
-    preloading.process_preloads / Preload.__init__ hold it as dask_server or
-    dask_object (read only)."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        for name in ("dask_server", "dask_object"):
-            obj = frame.f_locals.get(name)
-            if obj is not None and not isinstance(obj, (str, bytes)):
-                return _role_of(obj)
-        frame = frame.f_back
-    return None
+    """Puts back everything the plugin changed in this process, whoever
+    installed it."""
+    STATE.uninstall_all()
 
 
 def dask_setup(dask_object) -> None:
-    """Dask's preload hook: notes the process's role and says what it publishes."""
-    global _role
-    role = _role_of(dask_object)
-    if role == "scheduler" or _role is None:
-        _role = role
+    """Dask's preload hook (every scheduler, worker, nanny and client that
+    preloads the module calls it with itself): installs the patches where
+    they are not yet, and publishes this object's role on its connections."""
     try:
-        doc = published(dask_caps_advertised())
+        STATE.hold(dask_object)
+        role = STATE.holders[id(dask_object)].role
+        if role == "client":
+            # A client runs its preloads after it has connected: the idle
+            # connections of its pool were made without its role (or without
+            # the plugin); closing them makes its next calls (gather,
+            # scatter, run) connect with both.
+            pool = getattr(dask_object, "rpc", None)
+            if pool is not None and callable(getattr(pool, "collect", None)):
+                pool.collect()
+        doc = published(dask_caps_advertised(), role=role)
         logger.info("dask-caps plugin %s in this %s: publishing codecs %s, pickle <= %d, gpu %s; "
                     "publish %s, choose-codec %s, register-codecs %s (%s), recode %s, downgrade-gpu %s",
-                    dask_caps.__version__, role or type(dask_object).__name__, ",".join(doc["codecs"]),
+                    dask_caps.__version__, role or shown(type(dask_object).__name__), ",".join(doc["codecs"]),
                     doc["max-pickle-protocol"], "yes" if doc["gpu"] else "no", _config("publish"),
-                    _config("choose-codec"), _config("register-codecs"), ",".join(_registered) or "none needed",
-                    _config("recode"), _config("downgrade-gpu"))
-    except Exception as e:  # noqa: BLE001 - a log line must not stop a Dask process
+                    _config("choose-codec"), _config("register-codecs"),
+                    ",".join(STATE.registered) or "none needed", _config("recode"), _config("downgrade-gpu"))
+    except Exception as e:  # noqa: BLE001 - a plugin must not stop a Dask process
         logger.warning("dask-caps plugin: %s: %s", type(e).__name__, e)
+
+
+def dask_teardown(dask_object) -> None:
+    """Dask's preload hook at close: the object no longer holds the patches;
+    the last holder's teardown puts the process back as it was."""
+    try:
+        STATE.release(dask_object)
+    except Exception as e:  # noqa: BLE001 - closing goes on
+        logger.warning("dask-caps plugin: teardown: %s: %s", type(e).__name__, e)
 
 
 def dask_caps_advertised():
@@ -516,8 +925,3 @@ def dask_caps_advertised():
         return _compression.get_compression_settings("distributed.comm.compression")
     except Exception:  # noqa: BLE001
         return None
-
-
-install()
-if _role is None:
-    _role = _role_from_preload_stack()

@@ -8,6 +8,7 @@
 //   decompress()  decompress_into
 //   recode()      check_frames + recode_message (core/recode/engine.h) (`transcode`, per message)
 //   inspect()     inspect_message_json (core/recode/describe_json.h) (`inspect --json`)
+//   LinkChooser   the codec per connection (core/caps/link_choice.h; python/src/link_chooser.h)
 //
 // Buffers come in through the buffer protocol without a copy (PyBUF_SIMPLE:
 // any C-contiguous bytes-like object) and stay exported while the core
@@ -35,6 +36,7 @@
 #include "python/src/buffers.h"
 #include "python/src/convert.h"
 #include "python/src/errors.h"
+#include "python/src/link_chooser.h"
 
 namespace py = pybind11;
 
@@ -292,6 +294,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("__version__") = DASKCAPS_PYTHON_VERSION;
   register_error(m);
   register_buffers(m);
+  register_link_chooser(m);
 
   py::tuple codecs(std::size(kAllCodecs));
   for (std::size_t i = 0; i < std::size(kAllCodecs); ++i) codecs[i] = py::str(std::string(codec_name(kAllCodecs[i])));

@@ -102,6 +102,20 @@ def run_client(dask, mode: str, address: str, n: int, plugin: bool, timeout: flo
     return out
 
 
+def run_script(dask, code: str, timeout: float = 240, **more) -> dict:
+    """`code` in a fresh interpreter of that Dask (a client's environment
+    without the plugin preloaded, this folder as the working directory):
+    the last JSON line it prints, with its stderr under "log"."""
+    p = subprocess.run([dask.python, "-c", code], capture_output=True, text=True, timeout=timeout,
+                       env=client_env(False, **more), cwd=HERE)
+    lines = [line for line in p.stdout.splitlines() if line.startswith("{")]
+    if p.returncode != 0 or not lines:
+        raise AssertionError(f"script failed (rc {p.returncode}):\n{p.stdout[-4000:]}\n{p.stderr[-6000:]}")
+    out = json.loads(lines[-1])
+    out["log"] = p.stderr
+    return out
+
+
 def plugin_lines(log: str) -> list[str]:
     """The plugin's lines in a process log."""
     return [line for line in log.splitlines() if "dask-caps" in line]

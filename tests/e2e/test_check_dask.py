@@ -157,6 +157,18 @@ class CheckAgainstDask(ClusterCase):
             self.assertNotIn("snappy", caps.get("codecs-unknown", []))
         else:
             self.assertIn("snappy", caps.get("codecs-unknown", []), caps)
+        # What check measured of the link (TCP_INFO, docs/link-choice.md):
+        # after a handshake and two replies every rate sample is limited by
+        # the sender, so the per-link choice does not know the link here and
+        # leaves Dask's choice (null), or names a codec the peer decodes.
+        link = ep["link"]
+        self.assertIsInstance(link["rtt-ms"], float)
+        self.assertIn(link["rate-source"], ("tcp", "unknown"))
+        if link["codec"] is not None:
+            self.assertIn(link["codec"].split("-")[0], ["none"] + caps["codecs"], link)
+        text = run_caps("check", "--as", this_host(), self.sched.address)
+        self.assertIn("\n  link: rtt ", text.stdout, text.stderr)
+        self.assertIn("; codec for large compressible frames: ", text.stdout)
 
     def test_lz4_against_zstd_negotiates_none_like_dask(self):
         options, remote = self.negotiation(self.w2.address, "lz4")

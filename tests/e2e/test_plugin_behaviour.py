@@ -46,6 +46,7 @@ from distributed.protocol import compression, dumps as plain_dumps, loads, to_se
 from distributed.protocol.serialize import Serialized
 import dask_caps
 import dask_caps.plugin as plugin
+plugin.install()   # as a preload's dask_setup does; importing changes nothing
 from distributed import protocol
 
 def handshake_info():
@@ -113,7 +114,7 @@ SWITCH_CASES = """
             def conf(**switches):
                 with dask.config.set({"dask-caps." + k: v for k, v in switches.items()}):
                     o = Comm.handshake_configuration(local("zstd"), peer)
-                    plan = o.get(plugin.PLAN_KEY)
+                    plan = plugin.plan_for(peer)
                     return [o["compression"], plan and [plan.codec, plan.pickle_protocol, plan.layout]]
             out["all"] = conf()
             out["no-choose"] = conf(**{"choose-codec": False})
@@ -226,13 +227,11 @@ class PluginRules:
         got = run(self.dask, """
             out = {}
             reference = Comm.handshake_configuration(local("zstd"), remote("lz4"))
-            reference.pop(plugin.PLAN_KEY, None)
             for label, bad in [("list", [1, 2]), ("codecs", {"codecs": "lz4"}), ("gpu", {"codecs": [], "gpu": 1}),
                                ("pickle", {"codecs": ["lz4"], "max-pickle-protocol": "5"}),
                                ("version", {"codecs": ["lz4"], "dask-caps": 3})]:
                 n = len(LOG)
                 o = Comm.handshake_configuration(local("zstd"), remote("lz4", capabilities=bad))
-                plan = o.pop(plugin.PLAN_KEY, None)
                 out[label] = [o == reference, [m for lvl, m in LOG[n:] if lvl == "WARNING"]]
             try:
                 Comm.handshake_configuration(local("lz4"), {"compression": "lz4", "address": "x"})
@@ -255,13 +254,15 @@ class PluginRules:
         got = run(self.dask, """
             msg = relayed("lz4")
             original = plain_dumps(msg, context={"compression": None})
-            o = Comm.handshake_configuration(local("lz4"), remote(None))   # a plain peer without lz4
-            context = {"sender": local("lz4"), "recipient": remote(None), **o}
+            peer = remote(None)   # a plain peer without lz4
+            o = Comm.handshake_configuration(local("lz4"), peer)
+            context = {"sender": local("lz4"), "recipient": peer, **o}
             frames = protocol.dumps(msg, context=context)
             value = loads(frames)["data"]["k"]
             # The same message to a peer that decodes lz4 passes untouched.
-            o2 = Comm.handshake_configuration(local("lz4"), remote("lz4"))
-            kept = protocol.dumps(msg, context={"recipient": remote("lz4"), **o2})
+            peer2 = remote("lz4")
+            o2 = Comm.handshake_configuration(local("lz4"), peer2)
+            kept = protocol.dumps(msg, context={"recipient": peer2, **o2})
             # A small message without sub-frames is not looked at.
             small = protocol.dumps({"op": "identity"}, context=context)
             report(before=codecs_of(original), after=codecs_of(frames), equal=bool((value == np.arange(300_000) * 1.5).all()),
@@ -307,10 +308,11 @@ class PluginRules:
             msg = relayed("lz4")
             bad = msg["data"]["k"]
             bad.frames[0] = b"\\xff" * 64       # no lz4 frame: the core refuses it
-            o = Comm.handshake_configuration(local("lz4"), remote(None))
+            peer = remote(None)
+            o = Comm.handshake_configuration(local("lz4"), peer)
             n = len(LOG)
-            frames = protocol.dumps(msg, context={"recipient": remote(None), **o})
-            plain = plain_dumps(msg, context={"recipient": remote(None), **o})
+            frames = protocol.dumps(msg, context={"recipient": peer, **o})
+            plain = plain_dumps(msg, context={"recipient": peer, **o})
             report(same=[bytes(a) == bytes(b) for a, b in zip(frames, plain)] + [len(frames) == len(plain)],
                    warnings=[m for lvl, m in LOG[n:] if lvl == "WARNING"])
         """)
@@ -326,7 +328,6 @@ class PluginRules:
             plugin.dask_caps.recode = boom
             info = handshake_info()
             o = Comm.handshake_configuration(local("lz4"), remote(None))
-            o.pop(plugin.PLAN_KEY, None)
             plugin.uninstall(); plugin.install()
             report(info="capabilities" in info, conf=o, warnings=[m for lvl, m in LOG if lvl == "WARNING"])
         """)
@@ -339,7 +340,7 @@ class PluginRules:
         got = run(self.dask, """
             table = plugin.table_codecs()
             data = (np.arange(100_000) % 7).astype("u1").tobytes()
-            out = {"table": sorted(table), "registered": list(plugin._registered)}
+            out = {"table": sorted(table), "registered": list(plugin.STATE.registered)}
             for codec in ("lz4", "zstd", "snappy"):
                 name, payload = compression.maybe_compress(data, compression=codec)
                 back = compression.decompress({"compression": [name]}, [payload])[0]
@@ -353,7 +354,7 @@ class PluginRules:
         for codec in ("lz4", "zstd", "snappy"):
             self.assertEqual(got[codec], [codec, True, True])
         self.assertEqual(got["after-uninstall"], ["zlib"])
-        got = run(self.dask, "report(table=sorted(plugin.table_codecs()), registered=plugin._registered)",
+        got = run(self.dask, "report(table=sorted(plugin.table_codecs()), registered=list(plugin.STATE.registered))",
                   hide=NO_CODECS, env={"DASK_DASK_CAPS__REGISTER_CODECS": "False"})
         self.assertEqual(got, {"table": ["zlib"], "registered": [], "log": []})
 

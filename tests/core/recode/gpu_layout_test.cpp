@@ -90,7 +90,9 @@ TEST_CASE("gpu_layout: the cuda family converts too, and its false compression b
                                     msgpack::encode(h), Buffer(24, 0)}));
   REQUIRE(m);
   SubObject& obj = m->objects[0];
-  auto results = convert_object_to_cpu(obj, &read_class);
+  auto converted = convert_object_to_cpu(obj, &read_class);
+  REQUIRE(converted);
+  const auto& results = *converted;
   REQUIRE(results.size() == 1);
   CHECK(results[0].outcome == LayoutOutcome::converted);
   CHECK(results[0].type == "cupy._core.core.ndarray");
@@ -160,7 +162,9 @@ TEST_CASE("gpu_layout: CPU objects are left alone; collections convert element b
   auto m = parse_message(frames_of({msgpack::encode(map({{"op", str("echo")}, {"t", placeholder("__Serialized__", 1)}})),
                                     msgpack::encode(h), Buffer(24, 0), Buffer(24, 0)}));
   REQUIRE(m);
-  auto results = convert_object_to_cpu(m->objects[0], &read_class);
+  auto converted = convert_object_to_cpu(m->objects[0], &read_class);
+  REQUIRE(converted);
+  const auto& results = *converted;
   REQUIRE(results.size() == 1);  // only the GPU element is reported
   CHECK(results[0].outcome == LayoutOutcome::converted);
   const auto& elements = m->objects[0].header.find("sub-headers")->as_array();
@@ -172,7 +176,9 @@ TEST_CASE("gpu_layout: CPU objects are left alone; collections convert element b
   SubObject pickled;
   pickled.kind = Placeholder::pickled;
   pickled.header = gpu;
-  CHECK(convert_object_to_cpu(pickled, &read_class).empty());
+  auto none = convert_object_to_cpu(pickled, &read_class);
+  REQUIRE(none);
+  CHECK(none->empty());
 }
 
 TEST_CASE("gpu_layout: GPU types by module, not by prefix") {

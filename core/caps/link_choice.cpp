@@ -1,0 +1,297 @@
+#include "daskcaps/caps/link_choice.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <utility>
+
+namespace daskcaps::link {
+
+namespace {
+
+constexpr double kInfinite = std::numeric_limits<double>::infinity();
+
+CompressOptions compress_options(const CodecChoice& c) {
+  CompressOptions o;
+  if (c.codec == Codec::zstd && c.level > 0) o.zstd_level = c.level;
+  return o;
+}
+
+// The best of a few runs of `f` (at least 3, until 2 ms have passed, at
+// most 50), in seconds: the best run is the one least disturbed by others.
+template <typename F>
+double best_seconds(F&& f) {
+  using clock = std::chrono::steady_clock;
+  double best = kInfinite;
+  const auto start = clock::now();
+  for (int run = 0; run < 50; ++run) {
+    const auto t0 = clock::now();
+    if (!f()) return kInfinite;
+    const auto t1 = clock::now();
+    best = std::min(best, std::chrono::duration<double>(t1 - t0).count());
+    if (run >= 2 && t1 - start > std::chrono::milliseconds(2)) break;
+  }
+  return best;
+}
+
+CodecSpeed measure(const CodecChoice& c) {
+  static const Buffer input = reference_frame(std::size_t{128} << 10);
+  const double n = static_cast<double>(input.size());
+  std::optional<Buffer> packed;
+  const double tc = best_seconds([&] {
+    auto r = compress(c.codec, input, compress_options(c));
+    if (!r) return false;
+    packed = std::move(*r);
+    return true;
+  });
+  if (!packed) return {};  // cannot compress here: never chosen (speed 0)
+  const double td = best_seconds([&] { return decompress(c.codec, *packed, input.size()).ok(); });
+  // A timer too coarse for the buffer gives 0 s: take it as very fast.
+  return {tc > 0 ? n / tc : kInfinite, td > 0 ? n / td : kInfinite};
+}
+
+std::uint64_t choice_key(const CodecChoice& c) {
+  return (static_cast<std::uint64_t>(c.codec) << 8) | static_cast<std::uint64_t>(c.level & 0xff);
+}
+
+}  // namespace
+
+Buffer reference_frame(std::size_t bytes) {
+  const std::size_t values = bytes / sizeof(double);
+  Buffer out;
+  out.reserve(values * sizeof(double));
+  std::uint64_t state = 0x9e3779b97f4a7c15ull;
+  for (std::size_t i = 0; i < values; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const double noise = (static_cast<double>(state >> 11) / 9007199254740992.0 - 0.5) * 2.0;
+    const double x = std::round((20.0 + 5.0 * std::sin(static_cast<double>(i) / 500.0) + noise) * 10.0) / 10.0;
+    std::uint8_t b[sizeof(double)];
+    std::memcpy(b, &x, sizeof x);
+    out.append(ByteSpan(b, sizeof b));
+  }
+  return out;
+}
+
+LinkView view_link(const net::LinkFigures& figures, std::vector<Codec> receiver_codecs, bool same_host) {
+  ChooserOptions o;
+  o.receiver_codecs = std::move(receiver_codecs);
+  o.same_host = same_host;
+  auto chooser = LinkChooser::make(std::move(o));
+  LinkView v;
+  if (!chooser) return v;  // cannot happen without a pin or levels
+  chooser->observe(figures);
+  v.rate = chooser->rate();
+  v.rate_source = chooser->rate_source();
+  static const Buffer frame = reference_frame(std::size_t{4} << 20);
+  v.codec = chooser->choose(frame);
+  return v;
+}
+
+std::string choice_name(const CodecChoice& c) {
+  std::string name(codec_name(c.codec));
+  if (c.codec == Codec::zstd && c.level > 0) name += "-" + std::to_string(c.level);
+  return name;
+}
+
+CodecSpeed calibrated_speed(const CodecChoice& c) {
+  if (c.codec == Codec::none) return {kInfinite, kInfinite};
+  static std::mutex mutex;
+  static std::map<std::uint64_t, CodecSpeed> measured;
+  std::lock_guard lock(mutex);
+  const auto key = choice_key(c);
+  if (auto it = measured.find(key); it != measured.end()) return it->second;
+  const CodecSpeed s = measure(c);
+  measured.emplace(key, s);
+  return s;
+}
+
+std::string describe(const ChoiceChange& change) {
+  char rate[64];
+  std::snprintf(rate, sizeof rate, "%.3g MB/s", change.rate / 1e6);
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%.2f", change.ratio);
+  return "codec for this link: " + (change.from ? choice_name(*change.from) : std::string("(Dask's)")) + " -> " +
+         choice_name(change.to) + " (link " + rate + ", sample ratio " + ratio + ", frame " +
+         std::to_string(change.frame_bytes) + " bytes, change " + std::to_string(change.number) + ")";
+}
+
+Result<LinkChooser> LinkChooser::make(ChooserOptions options) {
+  if (options.votes == 0) return make_error(Errc::usage, "link choice: votes must be at least 1");
+  if (options.rate_window == 0) return make_error(Errc::usage, "link choice: rate_window must be at least 1");
+  if (!(options.margin >= 0.0)) return make_error(Errc::usage, "link choice: margin must not be negative");
+  for (int level : options.zstd_levels) {
+    if (level < 1 || level > 22)
+      return make_error(Errc::usage, "link choice: zstd level " + std::to_string(level) + ": zstd levels are 1 to 22");
+  }
+  std::sort(options.zstd_levels.begin(), options.zstd_levels.end());
+  options.zstd_levels.erase(std::unique(options.zstd_levels.begin(), options.zstd_levels.end()),
+                            options.zstd_levels.end());
+  LinkChooser chooser(std::move(options));
+  const ChooserOptions& o = chooser.options_;
+  chooser.candidates_.push_back({Codec::none, 0});
+  // In Dask's order of preference (kAllCodecs), each codec once.
+  for (Codec c : kAllCodecs) {
+    if (std::find(o.receiver_codecs.begin(), o.receiver_codecs.end(), c) == o.receiver_codecs.end()) continue;
+    if (c == Codec::zstd) {
+      for (int level : o.zstd_levels) chooser.candidates_.push_back({c, level});
+    } else {
+      chooser.candidates_.push_back({c, 0});
+    }
+  }
+  if (o.pin && o.pin->codec != Codec::none &&
+      std::find(o.receiver_codecs.begin(), o.receiver_codecs.end(), o.pin->codec) == o.receiver_codecs.end())
+    return make_error(Errc::usage, "link choice: the pinned codec " + choice_name(*o.pin) +
+                                       " is not one the receiver decodes");
+  if (o.pin && o.pin->codec == Codec::zstd && o.pin->level != 0 && (o.pin->level < 1 || o.pin->level > 22))
+    return make_error(Errc::usage, "link choice: zstd level " + std::to_string(o.pin->level) +
+                                       ": zstd levels are 1 to 22");
+  return chooser;
+}
+
+void LinkChooser::add_sample(std::vector<double>& window, double value) {
+  if (!(value > 0.0) || !std::isfinite(value)) return;
+  window.push_back(value);
+  if (window.size() > options_.rate_window) window.erase(window.begin());
+}
+
+void LinkChooser::observe(const net::LinkFigures& figures) {
+  socket_figures_ = true;
+  if (figures.rtt_s > 0.0) rtt_ = figures.rtt_s;
+  if (!figures.app_limited) add_sample(tcp_rates_, figures.delivery_rate);
+}
+
+bool LinkChooser::observe_socket(int fd) {
+  const auto figures = net::read_link_figures(fd);
+  if (!figures) return false;
+  observe(*figures);
+  return true;
+}
+
+void LinkChooser::observe_write(std::uint64_t bytes, double seconds) {
+  if (bytes < options_.min_write_bytes || !(seconds > 0.0)) return;
+  add_sample(write_rates_, static_cast<double>(bytes) / seconds);
+}
+
+std::optional<double> LinkChooser::rate() const {
+  const auto& w = !tcp_rates_.empty() || socket_figures_ ? tcp_rates_ : write_rates_;
+  if (w.empty()) return std::nullopt;
+  return *std::max_element(w.begin(), w.end());
+}
+
+const char* LinkChooser::rate_source() const {
+  if (!tcp_rates_.empty()) return "tcp";
+  if (!socket_figures_ && !write_rates_.empty()) return "writes";
+  return "unknown";
+}
+
+CodecSpeed LinkChooser::speed(const CodecChoice& c) const {
+  if (c.codec == Codec::none) return {kInfinite, kInfinite};
+  for (const auto& [choice, s] : options_.speeds) {
+    if (choice == c) return s;
+  }
+  return calibrated_speed(c);
+}
+
+double LinkChooser::delivery_seconds(const CodecChoice& c, std::uint64_t bytes, double ratio, double rate) const {
+  const double n = static_cast<double>(bytes);
+  if (c.codec == Codec::none) return n / rate;
+  const CodecSpeed s = speed(c);
+  if (!(s.compress > 0.0) || !(s.decompress > 0.0)) return kInfinite;
+  return n / s.compress + ratio * n / rate + n / s.decompress;
+}
+
+LinkChooser::Verdict LinkChooser::judge(ByteSpan frame, double rate) const {
+  Verdict v;
+  const std::uint64_t n = frame.size();
+  v.none_seconds = delivery_seconds({}, n, 1.0, rate);
+  v.best = {};
+  v.best_seconds = v.none_seconds;
+  // Candidates that could beat none at all (at a ratio of 0), and the
+  // current one, whose time the hysteresis compares.
+  std::vector<CodecChoice> sampled;
+  for (const CodecChoice& c : candidates_) {
+    if (c.codec == Codec::none) continue;
+    if (delivery_seconds(c, n, 0.0, rate) < v.none_seconds || (current_ && *current_ == c)) sampled.push_back(c);
+  }
+  v.current_seconds = v.none_seconds;
+  if (current_ && current_->codec != Codec::none) v.current_seconds = kInfinite;
+  if (sampled.empty()) return v;
+  const Buffer sample = frame_sample(frame, options_.rules);
+  if (sample.empty()) return v;
+  v.votes = false;
+  for (const CodecChoice& c : sampled) {
+    auto packed = compress(c.codec, sample, compress_options(c));
+    if (!packed) continue;  // the format cannot hold it: not a choice here
+    const double ratio = static_cast<double>(packed->size()) / static_cast<double>(sample.size());
+    // A frame whose sample shrinks less than Dask's ratio goes raw anyway.
+    if (ratio > options_.rules.ratio) continue;
+    v.votes = true;
+    const double t = delivery_seconds(c, n, ratio, rate);
+    if (current_ && *current_ == c) {
+      v.current_seconds = t;
+      v.current_fits = true;
+    }
+    if (t < v.best_seconds) {
+      v.best = c;
+      v.best_seconds = t;
+      v.best_ratio = ratio;
+    }
+  }
+  return v;
+}
+
+std::optional<CodecChoice> LinkChooser::choose(ByteSpan frame) {
+  changed_ = false;
+  const std::uint64_t n = frame.size();
+  if (n < options_.rules.min_size || n > options_.rules.max_size) return CodecChoice{};
+  if (options_.same_host) return CodecChoice{};
+  if (options_.pin) return *options_.pin;
+  const auto r = rate();
+  if (!r) return std::nullopt;
+  const Verdict v = judge(frame, *r);
+
+  if (n >= options_.vote_bytes && v.votes) {
+    auto change_to = [&](const CodecChoice& to) {
+      ChoiceChange change;
+      change.from = current_;
+      change.to = to;
+      change.rate = *r;
+      change.ratio = v.best_ratio;
+      change.frame_bytes = n;
+      change.number = ++changes_;
+      last_change_ = change;
+      current_ = to;
+      changed_ = true;
+      challenger_.reset();
+      streak_ = 0;
+    };
+    if (!current_) {
+      change_to(v.best);
+    } else if (v.best != *current_ && v.current_seconds > (1.0 + options_.margin) * v.best_seconds) {
+      if (challenger_ && *challenger_ == v.best) {
+        ++streak_;
+      } else {
+        challenger_ = v.best;
+        streak_ = 1;
+      }
+      if (streak_ >= options_.votes) change_to(v.best);
+    } else {
+      challenger_.reset();
+      streak_ = 0;
+    }
+  }
+
+  if (!current_) return v.best;  // no large frame yet: this frame's best
+  if (changed_) return *current_;  // this frame's best
+  if (current_->codec == Codec::none) return CodecChoice{};
+  // The data decides within the connection's choice (rule 5); the link
+  // does not, frame by frame: that is the hysteresis' job.
+  return v.current_fits ? *current_ : CodecChoice{};
+}
+
+}  // namespace daskcaps::link

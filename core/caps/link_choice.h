@@ -1,0 +1,227 @@
+// The codec each link deserves: per connection, per frame, the codec that
+// delivers a frame soonest (docs/link-choice.md: the model and why its
+// inputs are the ones that can be trusted).
+//
+// Contract. One LinkChooser per connection and direction (the sender's
+// side), used by one thread at a time. Its owner tells it what it learns
+// of the link (observe(): TCP_INFO figures, core/net/link_figures.h;
+// observe_write(): how long a large write took) and asks, per frame to be
+// sent, choose(frame):
+//   - nullopt: the link is unknown (no figures yet, or the socket gives
+//     none: TLS through a wrapper, inproc, UCX, a kernel without the
+//     fields). The caller keeps the choice it makes today (Dask's setting,
+//     the plugin's or bridge's negotiated codec);
+//   - a CodecChoice: the codec (and zstd level) to write this frame in;
+//     Codec::none means raw.
+// The choice is only ever none or a codec in ChooserOptions::receiver_codecs
+// (what the receiver decodes: its published codecs, or a plain Dask peer's
+// advertised one), so a receiver is never sent what it cannot read.
+//
+// Rules, in order (Dask's own first):
+//   1. pinned (ChooserOptions::pin): the pin, for frames Dask would
+//      compress; same host (a peer with the same IP): none, always (Dask's
+//      rule); frames below rules.min_size or above rules.max_size: none.
+//   2. unknown link: nullopt.
+//   3. the time to deliver n bytes with choice c, whose sample ratio is r:
+//        T(c) = n / compress_speed(c) + r * n / rate + n / decompress_speed(c)
+//      (T(none) = n / rate). Speeds are measured once per process on a
+//      calibration buffer (calibrated_speed()), never written down here.
+//      When none beats every codec even at r = 0, no sample is taken (a fast
+//      link costs nothing per frame). Otherwise the frame's sample (as
+//      Dask's maybe_compress samples it: frame_sample()) is compressed with
+//      every candidate, giving r per candidate, and the best is the one
+//      with the smallest T.
+//   4. hysteresis, per connection: the connection has a current choice.
+//      Frames that say nothing of the link do not vote: those whose sample
+//      no candidate shrinks below Dask's ratio (random bytes). The first
+//      frame of at least vote_bytes that votes sets it. Afterwards a
+//      different best replaces it only after `votes` consecutive frames of
+//      at least vote_bytes on which that same best beat the current one by
+//      `margin` (T(current) > (1 + margin) * T(best)); any other frame of
+//      that size resets the count. Smaller frames neither vote nor reset.
+//   5. per frame, the data decides within the connection's choice: a frame
+//      whose sample the current codec shrinks less than Dask's ratio
+//      (random bytes) goes raw; this is what maybe_compress does too, and it
+//      is not a change of the connection's choice. The link's figures move
+//      the choice only through the hysteresis, never frame by frame.
+// Every change of the connection's choice is recorded (last_change(),
+// changes()) so that the caller can log one line (describe()).
+//
+// The link rate (rate()): the best of the last `rate_window` TCP
+// delivery-rate samples that were not application-limited (the bottleneck
+// filter BBR uses: the best recent sample, so that an idle gap does not
+// lower it and a slower link is followed within `rate_window` samples).
+// Application-limited samples are not used at all: they say how fast the
+// sender wrote, and behind a token-bucket shaper the first packets of a
+// burst even arrive faster than the link's rate. Only where the socket
+// gives no TCP_INFO at all (observe_socket() never succeeded), the best of
+// the last `rate_window` large writes (bytes over the seconds the write
+// took) stands in: a write's time includes the application's own work
+// (serialising, the event loop), so on a fast link it understates the
+// rate, and a socket that has TCP_INFO is better left unknown until the
+// kernel has a sample.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "daskcaps/base/bytes.h"
+#include "daskcaps/base/result.h"
+#include "daskcaps/net/link_figures.h"
+#include "daskcaps/wire/codec.h"
+
+namespace daskcaps::link {
+
+/// A codec and, for zstd, its level (0 for the others).
+struct CodecChoice {
+  Codec codec = Codec::none;
+  int level = 0;
+  friend bool operator==(const CodecChoice&, const CodecChoice&) = default;
+};
+
+/// "none", "lz4", "zstd-1", ...
+std::string choice_name(const CodecChoice& c);
+
+/// Bytes per second of raw input, compressing and decompressing.
+struct CodecSpeed {
+  double compress = 0.0;
+  double decompress = 0.0;
+};
+
+/// The speed of one choice on this machine, measured the first time it is
+/// asked for in this process (a calibration buffer of measurement-like
+/// floats, the best of a few runs) and kept; thread-safe. none: infinite.
+CodecSpeed calibrated_speed(const CodecChoice& c);
+
+struct ChooserOptions {
+  /// The codecs the receiver decodes (none need not be named; unknown and
+  /// duplicate entries are ignored).
+  std::vector<Codec> receiver_codecs;
+  /// The peer has this host's IP: Dask's rule, no compression.
+  bool same_host = false;
+  /// A codec the user pinned: chosen for every frame Dask would compress.
+  std::optional<CodecChoice> pin;
+  /// zstd levels that count as choices (1 to 22).
+  std::vector<int> zstd_levels = {1, 3};
+  /// Dask's min_size, max_size and sampling; ratio: a frame whose sample
+  /// shrinks less than this goes raw.
+  MaybeCompressRules rules = maybe_compress_rules_for("newest");
+  /// Frames from this size on are the "large" ones that vote.
+  std::uint64_t vote_bytes = std::uint64_t{1} << 20;
+  /// How much faster a new choice must be, and on how many consecutive
+  /// large frames, before it replaces the current one.
+  double margin = 0.15;
+  std::uint32_t votes = 3;
+  /// Rate samples kept (the estimate is their best).
+  std::uint32_t rate_window = 4;
+  /// Writes smaller than this say nothing of the link (they fit the
+  /// socket's buffer) and are ignored by observe_write().
+  std::uint64_t min_write_bytes = std::uint64_t{1} << 20;
+  /// Speeds per choice; empty: calibrated_speed() (tests give their own).
+  std::vector<std::pair<CodecChoice, CodecSpeed>> speeds;
+};
+
+/// A change of a connection's choice.
+struct ChoiceChange {
+  std::optional<CodecChoice> from;  // nullopt: the first choice
+  CodecChoice to;
+  double rate = 0.0;                // bytes per second the choice was made for
+  double ratio = 1.0;               // the sample's ratio with `to` (1: none)
+  std::uint64_t frame_bytes = 0;    // the frame that decided it
+  std::uint64_t number = 0;         // 1 for the first change, ...
+};
+
+/// One line for a log: "codec for this link: none -> lz4 (link 12.5 MB/s,
+/// sample ratio 0.41, frame 16777216 bytes)".
+std::string describe(const ChoiceChange& change);
+
+class LinkChooser {
+ public:
+  /// Errors (Errc::usage): a pin the receiver does not decode, a zstd level
+  /// outside 1-22, votes or rate_window of 0, a negative margin.
+  static Result<LinkChooser> make(ChooserOptions options);
+
+  /// TCP_INFO figures of the connection's socket.
+  void observe(const net::LinkFigures& figures);
+  /// Reads TCP_INFO of `fd` and observes it; false when the socket gives
+  /// no figures (the chooser is unchanged). Best called right after a large
+  /// write was handed to the kernel, while its tail is still in flight: once
+  /// a write has been delivered whole, the kernel's last sample is one the
+  /// sender limited (its queue ran empty), which is not used.
+  bool observe_socket(int fd);
+  /// A write of `bytes` took `seconds` (to the kernel's acceptance of its
+  /// last byte). Ignored below min_write_bytes or for seconds <= 0.
+  void observe_write(std::uint64_t bytes, double seconds);
+
+  /// The link's rate in bytes per second; nullopt: unknown.
+  std::optional<double> rate() const;
+  /// The last RTT TCP_INFO gave (seconds); nullopt: none seen.
+  std::optional<double> rtt() const { return rtt_; }
+  /// Where rate() comes from: "tcp", "writes" or "unknown".
+  const char* rate_source() const;
+
+  /// The codec for this frame (see the rules above).
+  std::optional<CodecChoice> choose(ByteSpan frame);
+  /// The connection's current choice; nullopt before the first.
+  const std::optional<CodecChoice>& current() const { return current_; }
+  /// Whether the last choose() changed the connection's choice.
+  bool changed() const { return changed_; }
+  /// The last change; nullopt when there was none.
+  const std::optional<ChoiceChange>& last_change() const { return last_change_; }
+  std::uint64_t changes() const { return changes_; }
+
+  /// The candidates, none first, in the order ties are broken.
+  const std::vector<CodecChoice>& candidates() const { return candidates_; }
+  /// T(c) for `bytes` at `ratio` on a link of `rate` bytes per second.
+  double delivery_seconds(const CodecChoice& c, std::uint64_t bytes, double ratio, double rate) const;
+
+ private:
+  explicit LinkChooser(ChooserOptions options) : options_(std::move(options)) {}
+  CodecSpeed speed(const CodecChoice& c) const;
+  struct Verdict {
+    CodecChoice best;
+    double best_ratio = 1.0;
+    double current_seconds = 0.0;  // T(current) on this frame (0 without a current)
+    double best_seconds = 0.0;
+    double none_seconds = 0.0;
+    bool current_fits = false;  // the current codec shrinks this frame's sample enough (Dask's ratio)
+    bool votes = true;  // false: the data does not compress, the frame says nothing of the link
+  };
+  Verdict judge(ByteSpan frame, double rate) const;
+  void add_sample(std::vector<double>& window, double value);
+
+  ChooserOptions options_;
+  std::vector<CodecChoice> candidates_;
+  std::vector<double> tcp_rates_;    // the window, oldest first
+  std::vector<double> write_rates_;
+  std::optional<double> rtt_;
+  bool socket_figures_ = false;  // observe() was called: writes are not used
+  std::optional<CodecChoice> current_;
+  std::optional<CodecChoice> challenger_;
+  std::uint32_t streak_ = 0;
+  bool changed_ = false;
+  std::optional<ChoiceChange> last_change_;
+  std::uint64_t changes_ = 0;
+};
+
+/// What `dask-caps check` says of one link: the rate the chooser takes from
+/// one reading of TCP_INFO, and the codec it would choose there for a
+/// large frame of measurement-like data (reference_frame()); codec nullopt:
+/// the link is unknown (no rate sample the sender did not limit, as after
+/// a handshake alone), Dask's choice stays.
+struct LinkView {
+  std::optional<double> rate;
+  std::string rate_source;  // "tcp" or "unknown"
+  std::optional<CodecChoice> codec;
+};
+LinkView view_link(const net::LinkFigures& figures, std::vector<Codec> receiver_codecs, bool same_host);
+
+/// `bytes` of measurement-like float64 values (a slow drift and noise, one
+/// decimal), the same in every process: compressible data a choice is
+/// about. The calibration buffer is 128 KiB of it.
+Buffer reference_frame(std::size_t bytes);
+
+}  // namespace daskcaps::link

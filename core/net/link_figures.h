@@ -1,0 +1,35 @@
+// What the kernel knows of a TCP connection's link: the figures the codec
+// choice (core/caps/link_choice.h) weighs, and `check` shows.
+//
+// read_link_figures(fd) asks TCP_INFO (Linux) for one socket:
+//   rtt, min_rtt        the smoothed RTT and the lowest RTT seen (seconds)
+//   delivery_rate       bytes per second of the last delivery-rate sample
+//                       (Linux 4.9+, the rate BBR uses)
+//   app_limited         that sample was taken while the sender had too little
+//                       to send: it says how fast the application wrote, not
+//                       how fast the link carries; callers must not take it
+//                       as the link's rate (docs/link-choice.md says why)
+//   delivered_bytes     bytes acknowledged so far (tcpi_bytes_acked)
+// nullopt: the socket gives no link figures (not a TCP socket, a kernel
+// whose struct tcp_info is shorter than the fields read, another OS). The
+// returned length is checked to cover every field read before any is used.
+// It never fails otherwise: a caller with nullopt keeps its old choice.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace daskcaps::net {
+
+struct LinkFigures {
+  double rtt_s = 0.0;
+  double min_rtt_s = 0.0;
+  /// Bytes per second; 0 when the kernel has no sample yet.
+  double delivery_rate = 0.0;
+  bool app_limited = true;
+  std::uint64_t delivered_bytes = 0;
+};
+
+std::optional<LinkFigures> read_link_figures(int fd);
+
+}  // namespace daskcaps::net

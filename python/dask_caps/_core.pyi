@@ -1,0 +1,62 @@
+# Type stubs of the extension dask_caps._core (python/src/module.cpp), which
+# the package dask_caps re-exports. Each signature is the one pybind11
+# gives the function (its names, order, keyword-only marker and defaults),
+# with the types of what the function accepts where pybind11 says only
+# `object`. tests/python/test_stubs.py compares this file with the module.
+import os
+from typing import Any, Iterable, Literal, Mapping, final
+
+from typing_extensions import Buffer
+
+__version__: str
+CODECS: tuple[str, ...]
+
+class Error(Exception):
+    """An error of the dask-caps core: str(e) is its one-line message."""
+
+    kind: str
+    offset: int | None
+
+@final
+class CoreBytes:
+    """A buffer the core made, read through a read-only memoryview."""
+
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
+def probe(
+    python: str | bytes | os.PathLike[str] | os.PathLike[bytes] | Literal[False] | None = None,
+    *,
+    timeout: float = 60.0,
+) -> dict[str, Any]: ...
+def negotiate(
+    local: Mapping[str, Any],
+    remote: Mapping[str, Any],
+    *,
+    same_host: bool | None = None,
+    local_name: str = "local",
+    remote_name: str = "remote",
+    local_role: str | None = None,
+    remote_role: str | None = None,
+    local_capabilities: Mapping[str, Any] | None = None,
+    remote_capabilities: Mapping[str, Any] | None = None,
+    python_rule: str = "same-minor",
+) -> dict[str, Any]: ...
+def compress(codec: str | None, data: Buffer, *, level: int | None = None, threads: int = 0) -> bytes: ...
+def decompress(codec: str | None, data: Buffer, max_output: int = 2147483648) -> bytes: ...
+def recode(
+    frames: Iterable[Buffer],
+    *,
+    codec: str | None = None,
+    pickle_protocol: int | Literal["keep"] | None = None,
+    layout: Literal["keep", "cpu"] | None = None,
+    accept_codecs: Iterable[str | None] | None = None,
+    inline_buffers: bool = False,
+    keep_unconvertible: bool = False,
+    zstd_level: int = 3,
+    zstd_threads: int = 0,
+    dask_release: str = "2022.12",
+    shard_bytes: int = 67108864,
+    limits: Mapping[str, int] | None = None,
+) -> list[Buffer]: ...
+def inspect(frames: Iterable[Buffer], *, dis: bool = False, limits: Mapping[str, int] | None = None) -> dict[str, Any]: ...

@@ -1,0 +1,186 @@
+// LinkChooser(receiver_codecs, *, same_host=False, pin=None, zstd_levels=(1, 3),
+//             dask_release="newest", vote_bytes=1 MiB, margin=0.15, votes=3)
+//   .observe_socket(fd) -> bool      TCP_INFO of the comm's socket
+//   .observe_write(nbytes, seconds)  how long a large write took
+//   .choose(frame) -> str | None     the codec for this frame ("none" for
+//                                    raw); None: the link is unknown, keep
+//                                    today's choice. .level: its zstd level.
+//   .changed, .last_change (dict with "line", the log line), .current,
+//   .changes, .rate, .rate_source, .rtt, .candidates
+// One object per connection. The core object sits behind a mutex, so that
+// choose() works without the GIL (it compresses a sample) and two threads
+// never use it at once; every method lets go of the GIL before it waits
+// for the mutex.
+#include "python/src/link_chooser.h"
+
+#include <pybind11/stl.h>
+
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daskcaps/caps/link_choice.h"
+#include "python/src/buffers.h"
+#include "python/src/errors.h"
+
+namespace py = pybind11;
+
+namespace daskcaps::python {
+
+namespace {
+
+// "lz4", "zstd" (level: ChooserOptions' default), "zstd-3", "none".
+std::optional<link::CodecChoice> parse_choice(const std::string& text) {
+  std::string name = text;
+  int level = 0;
+  if (auto dash = text.find('-'); dash != std::string::npos) {
+    name = text.substr(0, dash);
+    const std::string digits = text.substr(dash + 1);
+    if (digits.empty() || digits.size() > 2 || digits.find_first_not_of("0123456789") != std::string::npos)
+      return std::nullopt;
+    level = std::stoi(digits);
+    if (name != "zstd") return std::nullopt;
+  }
+  auto c = codec_from_name(name);
+  if (!c) return std::nullopt;
+  return link::CodecChoice{*c, level};
+}
+
+py::object choice_or_none(const std::optional<link::CodecChoice>& c) {
+  if (!c) return py::none();
+  return py::str(link::choice_name(*c));
+}
+
+class PyLinkChooser {
+ public:
+  PyLinkChooser(const py::iterable& receiver_codecs, bool same_host, const py::object& pin,
+                const std::vector<int>& zstd_levels, const std::string& dask_release, std::uint64_t vote_bytes,
+                double margin, std::uint32_t votes) {
+    link::ChooserOptions o;
+    for (const py::handle c : receiver_codecs) {
+      // A receiver may publish codecs this build does not have (and Dask
+      // writes None for none): they are simply not choices.
+      if (!py::isinstance<py::str>(c)) continue;
+      if (auto codec = codec_from_name(c.cast<std::string>()); codec && *codec != Codec::none)
+        o.receiver_codecs.push_back(*codec);
+    }
+    o.same_host = same_host;
+    if (!pin.is_none()) {
+      if (!py::isinstance<py::str>(pin)) throw py::type_error("pin: a codec name such as \"lz4\" or \"zstd-3\"");
+      const std::string p = pin.cast<std::string>();
+      auto choice = parse_choice(p);
+      if (!choice) raise(make_error(Errc::unknown_codec, "pin " + p + ": not a codec this build has"));
+      if (choice->codec == Codec::zstd && choice->level == 0) choice->level = 3;
+      o.pin = choice;
+    }
+    o.zstd_levels = zstd_levels;
+    if (dask_release != "2022.12" && dask_release != "newest")
+      raise(make_error(Errc::usage, "dask_release " + dask_release + ": use \"2022.12\" (ratio 0.9) or \"newest\" (0.7)"));
+    o.rules = maybe_compress_rules_for(dask_release);
+    o.vote_bytes = vote_bytes;
+    o.margin = margin;
+    o.votes = votes;
+    auto made = link::LinkChooser::make(std::move(o));
+    if (!made) raise(std::move(made).error());
+    chooser_.emplace(std::move(*made));
+  }
+
+  bool observe_socket(int fd) {
+    py::gil_scoped_release nogil;
+    std::lock_guard lock(mutex_);
+    return chooser_->observe_socket(fd);
+  }
+
+  void observe_write(std::uint64_t bytes, double seconds) {
+    py::gil_scoped_release nogil;
+    std::lock_guard lock(mutex_);
+    chooser_->observe_write(bytes, seconds);
+  }
+
+  py::object choose(const py::object& frame) {
+    BufferView in(frame, "frame");
+    std::optional<link::CodecChoice> c;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard lock(mutex_);
+      c = chooser_->choose(in.span());
+      level_ = c && c->codec == Codec::zstd ? std::optional<int>(c->level) : std::nullopt;
+    }
+    if (!c) return py::none();
+    return py::str(std::string(codec_name(c->codec)));
+  }
+
+  template <typename F>
+  auto read(F&& f) {
+    py::gil_scoped_release nogil;
+    std::lock_guard lock(mutex_);
+    return f(*chooser_);
+  }
+
+  std::optional<int> level() { return read([&](const link::LinkChooser&) { return level_; }); }
+  bool changed() { return read([](const link::LinkChooser& c) { return c.changed(); }); }
+  std::uint64_t changes() { return read([](const link::LinkChooser& c) { return c.changes(); }); }
+  std::optional<double> rate() { return read([](const link::LinkChooser& c) { return c.rate(); }); }
+  std::optional<double> rtt() { return read([](const link::LinkChooser& c) { return c.rtt(); }); }
+  std::string rate_source() {
+    return read([](const link::LinkChooser& c) { return std::string(c.rate_source()); });
+  }
+  py::object current() { return choice_or_none(read([](const link::LinkChooser& c) { return c.current(); })); }
+  py::list candidates() {
+    const auto all = read([](const link::LinkChooser& c) { return c.candidates(); });
+    py::list out;
+    for (const auto& c : all) out.append(py::str(link::choice_name(c)));
+    return out;
+  }
+  py::object last_change() {
+    const auto change = read([](const link::LinkChooser& c) { return c.last_change(); });
+    if (!change) return py::none();
+    py::dict d;
+    d["from"] = choice_or_none(change->from);
+    d["to"] = py::str(link::choice_name(change->to));
+    d["rate"] = change->rate;
+    d["ratio"] = change->ratio;
+    d["frame_bytes"] = change->frame_bytes;
+    d["number"] = change->number;
+    d["line"] = link::describe(*change);
+    return d;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::optional<link::LinkChooser> chooser_;
+  std::optional<int> level_;
+};
+
+}  // namespace
+
+void register_link_chooser(py::module_& m) {
+  using py::arg;
+  py::class_<PyLinkChooser>(m, "LinkChooser",
+                            "The codec for each frame on one connection: the one that delivers it soonest on "
+                            "this link, among none and the codecs the receiver decodes (docs/link-choice.md).")
+      .def(py::init<const py::iterable&, bool, const py::object&, const std::vector<int>&, const std::string&,
+                    std::uint64_t, double, std::uint32_t>(),
+           arg("receiver_codecs"), py::kw_only(), arg("same_host") = false, arg("pin") = py::none(),
+           arg("zstd_levels") = std::vector<int>{1, 3}, arg("dask_release") = "newest",
+           arg("vote_bytes") = std::uint64_t{1} << 20, arg("margin") = 0.15, arg("votes") = 3u)
+      .def("observe_socket", &PyLinkChooser::observe_socket, arg("fd"),
+           "Reads TCP_INFO of the socket `fd`; False when it gives no link figures.")
+      .def("observe_write", &PyLinkChooser::observe_write, arg("nbytes"), arg("seconds"),
+           "A write of nbytes took this many seconds (ignored below 1 MiB).")
+      .def("choose", &PyLinkChooser::choose, arg("frame"),
+           "The codec for this frame (\"none\": raw), or None when the link is unknown.")
+      .def_property_readonly("level", &PyLinkChooser::level, "The zstd level of the last choice, else None.")
+      .def_property_readonly("changed", &PyLinkChooser::changed, "Whether the last choose() changed the choice.")
+      .def_property_readonly("changes", &PyLinkChooser::changes)
+      .def_property_readonly("last_change", &PyLinkChooser::last_change,
+                             "The last change as a dict (\"line\": one line for the log), or None.")
+      .def_property_readonly("current", &PyLinkChooser::current, "The connection's choice (\"zstd-1\", ...), or None.")
+      .def_property_readonly("rate", &PyLinkChooser::rate, "The link's rate in bytes per second, or None.")
+      .def_property_readonly("rate_source", &PyLinkChooser::rate_source, "\"tcp\", \"writes\" or \"unknown\".")
+      .def_property_readonly("rtt", &PyLinkChooser::rtt, "The last RTT TCP_INFO gave, in seconds, or None.")
+      .def_property_readonly("candidates", &PyLinkChooser::candidates);
+}
+
+}  // namespace daskcaps::python

@@ -1,0 +1,352 @@
+#include "daskcaps/caps/link_choice.h"
+
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "tests/support/test_bytes.h"
+
+using namespace daskcaps;
+using link::ChooserOptions;
+using link::CodecChoice;
+using link::LinkChooser;
+
+namespace {
+
+constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+
+// Speeds of the synthetic machine (bytes per second): the choice is a
+// function of them, the link's rate and the data, so tests give all three.
+std::vector<std::pair<CodecChoice, link::CodecSpeed>> speeds() {
+  return {{{Codec::lz4, 0}, {500e6, 2000e6}},
+          {{Codec::snappy, 0}, {400e6, 1500e6}},
+          {{Codec::zstd, 1}, {300e6, 1000e6}},
+          {{Codec::zstd, 3}, {150e6, 900e6}},
+          {{Codec::zlib, 0}, {30e6, 200e6}}};
+}
+
+ChooserOptions options(std::vector<Codec> receiver = {Codec::lz4, Codec::snappy, Codec::zstd, Codec::zlib}) {
+  ChooserOptions o;
+  o.receiver_codecs = std::move(receiver);
+  o.speeds = speeds();
+  return o;
+}
+
+LinkChooser chooser(ChooserOptions o) {
+  auto c = LinkChooser::make(std::move(o));
+  REQUIRE(c.ok());
+  return std::move(*c);
+}
+
+// Measurements with a few significant digits, as float64 (compressible).
+Buffer measurements(std::uint64_t bytes, std::uint32_t seed = 1) {
+  Buffer out;
+  out.reserve(static_cast<std::size_t>(bytes));
+  std::uint32_t s = seed;
+  for (std::uint64_t i = 0; i < bytes / 8; ++i) {
+    s = s * 1664525u + 1013904223u;
+    const double x = std::round((20.0 + 5.0 * std::sin(static_cast<double>(i) / 5000.0) +
+                                 (static_cast<double>(s >> 8) / 16777216.0 - 0.5)) * 10.0) / 10.0;
+    std::uint8_t b[8];
+    std::memcpy(b, &x, 8);
+    out.append(ByteSpan(b, 8));
+  }
+  return out;
+}
+
+net::LinkFigures link_at(double rate, bool app_limited = false) {
+  net::LinkFigures f;
+  f.rtt_s = 0.002;
+  f.min_rtt_s = 0.001;
+  f.delivery_rate = rate;
+  f.app_limited = app_limited;
+  return f;
+}
+
+constexpr double k100Mbit = 12.5e6;
+constexpr double k10Gbit = 1.25e9;
+
+bool decodable(const std::optional<CodecChoice>& c, const std::vector<Codec>& receiver) {
+  return c && (c->codec == Codec::none || std::find(receiver.begin(), receiver.end(), c->codec) != receiver.end());
+}
+
+}  // namespace
+
+TEST_CASE("link choice: a slow link gets a codec for compressible data, a fast one none") {
+  const Buffer data = measurements(2 * kMiB);
+  auto slow = chooser(options());
+  slow.observe(link_at(k100Mbit));
+  const auto c = slow.choose(data);
+  REQUIRE(c);
+  CHECK(c->codec != Codec::none);
+  CHECK(slow.changed());
+  REQUIRE(slow.last_change());
+  CHECK_FALSE(slow.last_change()->from);
+  CHECK(slow.last_change()->to == *c);
+  CHECK(link::describe(*slow.last_change()).find("codec for this link: (Dask's) -> ") == 0);
+
+  auto fast = chooser(options());
+  fast.observe(link_at(k10Gbit));
+  const auto f = fast.choose(data);
+  REQUIRE(f);
+  CHECK(f->codec == Codec::none);
+}
+
+TEST_CASE("link choice: random bytes go raw even on a slow link") {
+  const Buffer noise = testsupport::random_bytes(2 * kMiB);
+  auto ch = chooser(options());
+  ch.observe(link_at(k100Mbit));
+  for (int i = 0; i < 5; ++i) {
+    const auto c = ch.choose(noise);
+    REQUIRE(c);
+    CHECK(c->codec == Codec::none);
+  }
+  CHECK_FALSE(ch.current());  // data that does not compress says nothing of the link: no vote
+}
+
+TEST_CASE("link choice: random frames between compressible ones go raw without changing the connection's choice") {
+  const Buffer data = measurements(2 * kMiB);
+  const Buffer noise = testsupport::random_bytes(2 * kMiB);
+  auto ch = chooser(options());
+  ch.observe(link_at(k100Mbit));
+  const auto first = ch.choose(data);
+  REQUIRE(first);
+  REQUIRE(first->codec != Codec::none);
+  for (int i = 0; i < 10; ++i) {
+    const auto r = ch.choose(noise);
+    REQUIRE(r);
+    CHECK(r->codec == Codec::none);
+    CHECK(ch.choose(data) == first);
+  }
+  CHECK(ch.changes() == 1);
+}
+
+TEST_CASE("link choice: hysteresis, a link that wavers around the break-even point does not flap") {
+  const Buffer data = measurements(2 * kMiB);
+  // Find the rate at which none and the best codec cost the same on this
+  // data, then waver 5% around it (less than the 15% margin).
+  double lo = 1e6, hi = 1e11;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = std::sqrt(lo * hi);
+    auto c = chooser(options());
+    c.observe(link_at(mid));
+    const auto got = c.choose(data);
+    REQUIRE(got);
+    (got->codec == Codec::none ? hi : lo) = mid;
+  }
+  const double even = std::sqrt(lo * hi);
+  ChooserOptions o = options();
+  o.rate_window = 1;  // every sample is the rate at once
+  auto ch = chooser(o);
+  std::optional<CodecChoice> first;
+  for (int i = 0; i < 40; ++i) {
+    ch.observe(link_at(even * (i % 2 ? 1.05 : 0.95)));
+    const auto c = ch.choose(data);
+    REQUIRE(c);
+    if (!first) first = c;
+    CHECK(c == first);  // every frame, not only the connection's record
+  }
+  CHECK(ch.changes() == 1);  // the first choice only
+}
+
+TEST_CASE("link choice: a single odd frame does not change the choice; a lasting change does, within a few frames") {
+  const Buffer data = measurements(2 * kMiB);
+  ChooserOptions o = options();
+  o.rate_window = 1;
+  auto ch = chooser(o);
+  ch.observe(link_at(k100Mbit));
+  const auto slow_choice = ch.choose(data);
+  REQUIRE(slow_choice);
+  REQUIRE(slow_choice->codec != Codec::none);
+  // Two fast frames (fewer than `votes`), then slow again: no change.
+  for (int i = 0; i < 2; ++i) {
+    ch.observe(link_at(k10Gbit));
+    CHECK(ch.choose(data) == slow_choice);
+  }
+  ch.observe(link_at(k100Mbit));
+  CHECK(ch.choose(data) == slow_choice);
+  CHECK(ch.changes() == 1);
+  // The link turns fast for good: none within `votes` frames.
+  int frames = 0;
+  while (ch.current() != CodecChoice{} && frames < 10) {
+    ch.observe(link_at(k10Gbit));
+    (void)ch.choose(data);
+    ++frames;
+  }
+  CHECK(frames == 3);
+  CHECK(ch.changes() == 2);
+  REQUIRE(ch.last_change());
+  CHECK(ch.last_change()->from == slow_choice);
+}
+
+TEST_CASE("link choice: a link that slows down is followed within rate_window + votes large frames") {
+  const Buffer data = measurements(2 * kMiB);
+  auto ch = chooser(options());  // rate_window 4, votes 3
+  ch.observe(link_at(k10Gbit));
+  REQUIRE(ch.choose(data) == CodecChoice{});
+  int frames = 0;
+  while (ch.current() == CodecChoice{} && frames < 20) {
+    ch.observe(link_at(k100Mbit));
+    (void)ch.choose(data);
+    ++frames;
+  }
+  REQUIRE(ch.current());
+  CHECK(ch.current()->codec != Codec::none);
+  CHECK(frames <= 4 + 3);
+  CHECK(frames >= 3);  // not before the votes
+}
+
+TEST_CASE("link choice: never a codec the receiver cannot decode") {
+  const Buffer data = measurements(2 * kMiB);
+  const std::vector<std::vector<Codec>> receivers = {
+      {}, {Codec::zstd}, {Codec::zlib}, {Codec::snappy}, {Codec::lz4, Codec::zlib}};
+  for (const auto& receiver : receivers) {
+    for (double rate : {1e5, 1e6, k100Mbit, 1.25e8, k10Gbit}) {
+      auto ch = chooser(options(receiver));
+      ch.observe(link_at(rate));
+      for (int i = 0; i < 4; ++i) {
+        const auto c = ch.choose(data);
+        CHECK(decodable(c, receiver));
+      }
+    }
+  }
+  auto none = chooser(options({}));
+  none.observe(link_at(1e5));
+  CHECK(none.choose(data) == CodecChoice{});
+  CHECK(none.candidates().size() == 1);
+
+  // zstd alone: the levels are the choices.
+  auto zstd = chooser(options({Codec::zstd}));
+  CHECK(zstd.candidates().size() == 3);
+
+  ChooserOptions pinned = options({Codec::zstd});
+  pinned.pin = CodecChoice{Codec::lz4, 0};
+  auto bad = LinkChooser::make(pinned);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == Errc::usage);
+}
+
+TEST_CASE("link choice: Dask's rules first: small frames, same host and a pin") {
+  const Buffer data = measurements(2 * kMiB);
+  const Buffer small = measurements(8000);
+  auto ch = chooser(options());
+  ch.observe(link_at(1e5));
+  CHECK(ch.choose(small) == CodecChoice{});
+  CHECK_FALSE(ch.current());  // a small frame is no vote
+
+  ChooserOptions same = options();
+  same.same_host = true;
+  auto local = chooser(same);
+  local.observe(link_at(1e5));
+  CHECK(local.choose(data) == CodecChoice{});
+
+  ChooserOptions pinned = options();
+  pinned.pin = CodecChoice{Codec::zstd, 3};
+  auto pin = chooser(pinned);
+  CHECK(pin.choose(data) == CodecChoice{Codec::zstd, 3});  // even before the link is known
+  CHECK(pin.choose(small) == CodecChoice{});
+
+  ChooserOptions levels = options();
+  levels.zstd_levels = {0};
+  CHECK_FALSE(LinkChooser::make(levels).ok());
+}
+
+TEST_CASE("link choice: the link's rate, from what is reliable") {
+  const Buffer data = measurements(2 * kMiB);
+  auto ch = chooser(options());
+  CHECK_FALSE(ch.rate());
+  CHECK_FALSE(ch.choose(data));  // unknown: the caller keeps its choice
+  CHECK(std::string(ch.rate_source()) == "unknown");
+
+  // Large writes stand in where the socket gives no TCP_INFO.
+  ch.observe_write(1000, 0.001);  // below min_write_bytes: fits the buffer
+  CHECK_FALSE(ch.rate());
+  ch.observe_write(4 * kMiB, 0.5);
+  REQUIRE(ch.rate());
+  CHECK(*ch.rate() == doctest::Approx(4.0 * kMiB / 0.5));
+  CHECK(std::string(ch.rate_source()) == "writes");
+
+  // Once the socket gives TCP_INFO, only its samples count; an
+  // application-limited one says how fast the sender wrote, not the link.
+  ch.observe(link_at(1e5, /*app_limited=*/true));
+  CHECK_FALSE(ch.rate());
+  CHECK(std::string(ch.rate_source()) == "unknown");
+  CHECK(ch.rtt() == doctest::Approx(0.002));
+  ch.observe(link_at(k100Mbit));
+  CHECK(*ch.rate() == doctest::Approx(k100Mbit));
+  CHECK(std::string(ch.rate_source()) == "tcp");
+  // Application-limited samples never count, lower or higher (behind a
+  // token-bucket shaper a burst arrives faster than the link).
+  ch.observe(link_at(1e5, true));
+  CHECK(*ch.rate() == doctest::Approx(k100Mbit));
+  ch.observe(link_at(100 * k100Mbit, true));
+  CHECK(*ch.rate() == doctest::Approx(k100Mbit));
+  ch.observe_write(64 * kMiB, 0.001);
+  CHECK(*ch.rate() == doctest::Approx(k100Mbit));
+}
+
+TEST_CASE("link figures: TCP_INFO of a TCP socket; none of another socket") {
+  int fds[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+  CHECK_FALSE(net::read_link_figures(fds[0]));
+  ::close(fds[0]);
+  ::close(fds[1]);
+  CHECK_FALSE(net::read_link_figures(-1));
+
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(listener, 1) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  const int client = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(::connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  const int server = ::accept(listener, nullptr, nullptr);
+  REQUIRE(server >= 0);
+  const Buffer payload = measurements(4 * kMiB);
+  std::size_t sent = 0, got = 0;
+  std::vector<std::uint8_t> sink(1 << 16);
+  while (got < payload.size()) {
+    if (sent < payload.size()) {
+      const ssize_t n = ::send(client, payload.data() + sent, std::min<std::size_t>(payload.size() - sent, 1 << 16),
+                               MSG_DONTWAIT);
+      if (n > 0) sent += static_cast<std::size_t>(n);
+    }
+    const ssize_t r = ::recv(server, sink.data(), sink.size(), MSG_DONTWAIT);
+    if (r > 0) got += static_cast<std::size_t>(r);
+  }
+  const auto f = net::read_link_figures(client);
+  REQUIRE(f);
+  CHECK(f->rtt_s > 0.0);
+  CHECK(f->delivered_bytes > 0);
+  auto ch = chooser(options());
+  CHECK(ch.observe_socket(client));
+  CHECK(ch.rtt());
+  ::close(server);
+  ::close(client);
+  ::close(listener);
+}
+
+TEST_CASE("link choice: speeds are measured on this machine") {
+  const auto lz4 = link::calibrated_speed({Codec::lz4, 0});
+  CHECK(lz4.compress > 0.0);
+  CHECK(lz4.decompress > 0.0);
+  const auto none = link::calibrated_speed({});
+  CHECK(std::isinf(none.compress));
+  // Without test speeds, a chooser uses the measured ones.
+  ChooserOptions o;
+  o.receiver_codecs = {Codec::lz4};
+  auto ch = chooser(o);
+  CHECK(ch.delivery_seconds({Codec::lz4, 0}, kMiB, 0.5, k100Mbit) > 0.5 * kMiB / k100Mbit);
+}
