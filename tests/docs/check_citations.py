@@ -44,7 +44,7 @@ RESULTS_HISTORY = "<!-- history -->"
 # CUDA, lz4), and names that stand for any file in an example.
 EXTERNAL_NAMES = {
     "_pickle.c", "pickletools.py", "pickletester.py", "scheduler.py", "cuda.h",
-    "lz4_Block_format.md", "core.py", "cupy.py",
+    "lz4_Block_format.md", "core.py", "cupy.py", "worker.py", "client.py", "nanny.py",
     "app.cpp", "FILE.cpp", "my_client.py", "x.py", "m.h",
 }
 # Files the build writes (CMake's package files, the umbrella header).
