@@ -12,7 +12,7 @@ clients, each in a process of its own (bridge_client.py):
            (type-serialized pickles are always protocol 5, docs/protocol.md §2.6)
   cpu      a CuPy result from the worker: No module named 'cupy'
 
-Which processes need the plugin for what (asserted here, README "Inside Dask"):
+Which processes need the plugin for what (asserted here, docs/plugin.md, "Which side needs it for what"):
 
   nolz4    the scheduler alone (it recodes the relayed lz4 frames raw for a
            client that advertised no codec), or the client alone (the core's
