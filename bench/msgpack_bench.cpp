@@ -1,5 +1,5 @@
 // msgpack decode + encode of Dask headers: our layer against msgpack-cxx.
-// DESIGN.md allows "a small own msgpack layer if it is measurably better";
+// the design allows "a small own msgpack layer if it is measurably better";
 // this measures it on what Dask sends: a numpy sub-header, an
 // update-graph-like frame 0 with tuple keys, and two small task messages
 // (frame 0 as Dask 2022.12.1 writes them).

@@ -1,7 +1,7 @@
 // Shared pieces of the thin command layer: exit codes, the one-line error
 // format, JSON output with the schema key first. (Output files are written
-// atomically by core/atomic_file.)
-// Only cli/ prints or decides exit codes (style §1.2, §3.5).
+// atomically by core/base/atomic_file.h.)
+// Only cli/ prints or decides exit codes (docs/design.md §8.1).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -32,7 +32,7 @@ enum ExitCode : int {
   kExitNetwork = 4,
 };
 
-/// The exit code DESIGN.md assigns to an error kind: network kinds 4, usage 2,
+/// The exit code docs/cli.md §10 assigns to an error kind: network kinds 4, usage 2,
 /// everything about input data 3.
 int exit_code_for(Errc code);
 

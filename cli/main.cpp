@@ -1,5 +1,5 @@
 // dask-caps: wires the commands together, parses, dispatches, and maps the
-// outcome to the exit codes of DESIGN.md. No protocol logic lives here.
+// outcome to the exit codes of docs/cli.md §10. No protocol logic lives here.
 #include <malloc.h>
 
 #include <CLI/CLI.hpp>

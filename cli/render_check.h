@@ -1,6 +1,6 @@
 // Rendering of the check report (core/caps/caps_report.h) as JSON (schema
 // dask-caps.check/1, schemas/check.schema.json; keys are contract:
-// DESIGN.md `check`) and as text. SARIF is cli/render_sarif.h.
+// docs/cli.md §3) and as text. SARIF is cli/render_sarif.h.
 #pragma once
 
 #include <ostream>

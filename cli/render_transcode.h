@@ -1,5 +1,5 @@
 // The summary of one `transcode` run and its rendering as JSON (schema
-// dask-caps.transcode/1, keys are contract: DESIGN.md `transcode`) and as
+// dask-caps.transcode/1, keys are contract: docs/cli.md §5) and as
 // text. cli/transcode.cpp fills it; nothing here reads or writes files.
 #pragma once
 

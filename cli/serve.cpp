@@ -115,7 +115,7 @@ Result<std::vector<std::int64_t>> parse_python(const std::string& s) {
   return out;
 }
 
-/// Dask's `versions` reply (spec §7.4) for a profile.
+/// Dask's `versions` reply (docs/protocol.md §7.4) for a profile.
 msgpack::Value versions_reply(const std::string& python, const std::map<std::string, std::optional<std::string>>& packages) {
   using msgpack::Value;
   utsname u{};

@@ -13,7 +13,7 @@
 #
 # (lib/ is CMAKE_INSTALL_LIBDIR: lib/<multiarch> for the prefix /usr.)
 # detail/ folders hold the layers' private headers and are never installed;
-# tests/library/check_headers.py checks that what is installed includes
+# tests/library/test_headers.py checks that what is installed includes
 # nothing else and that each header compiles on its own.
 include(CMakePackageConfigHelpers)
 

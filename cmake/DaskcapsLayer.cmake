@@ -16,7 +16,7 @@
 # What the shared library exports: the sources of detail/ are compiled with
 # hidden visibility, so nothing they define leaves libdaskcaps.so (they are
 # the layers' internals; the static library and the layer checks still link
-# them). The version script (cmake/daskcaps.map) then exports only the
+# them). The version script (cmake/daskcaps.map.in) then exports only the
 # daskcaps namespace of what remains.
 function(daskcaps_layer name)
   cmake_parse_arguments(L "" "DIR" "DEPS" ${ARGN})

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Golden CLI runs on the bundled examples (style §5.5): each case runs the
+# Golden CLI runs on the bundled examples (docs/design.md §9.5): each case runs the
 # built binary, checks its exit code and compares its JSON with
 # examples/golden/NAME.json. Every file in examples/ is exercised here.
 #   bash examples/examples.golden.sh BUILD/dask-caps           check

@@ -20,7 +20,7 @@
 // Order: next() yields messages in capture order, i.e. the order in which
 // their last byte became available in sequence, across all connections. The
 // first message of each direction of a connection captured from its SYN is
-// the Dask handshake (spec §2; CaptureMessage::at_stream_start()).
+// the Dask handshake (docs/protocol.md §2; CaptureMessage::at_stream_start()).
 //
 // Connections are numbered from 0 in the order their first packet appears
 // (as Wireshark's tcp.stream); a reused 4-tuple gets a new number.

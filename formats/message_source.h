@@ -57,7 +57,7 @@ struct SourceMessage {
   std::optional<Direction> direction;
   std::optional<double> timestamp;  // capture time of the packet that completed it
   /// The first message of its stream (a raw file's first; a capture
-  /// direction's first, captured from its SYN): the Dask handshake (spec §2).
+  /// direction's first, captured from its SYN): the Dask handshake (docs/protocol.md §2).
   bool at_stream_start = false;
   std::vector<Bytes> frames;
   /// The buffer a large message was read into (core/wire/assembler.h).

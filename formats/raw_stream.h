@@ -1,6 +1,6 @@
 // Raw stream files: the bytes one side of a Dask TCP connection wrote, back
-// to back, starting with its first message (usually the handshake, §2).
-// There is no file header; the layout is exactly the wire's (spec §1.2):
+// to back, starting with its first message (usually the handshake, docs/protocol.md §2).
+// There is no file header; the layout is exactly the wire's (docs/protocol.md §1.2):
 //
 //   message := L:u64le  n:u64le  len[n]:u64le  frame[0] .. frame[n-1]
 //   file    := message*

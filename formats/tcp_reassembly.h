@@ -186,7 +186,7 @@ struct CaptureMessage {
   StreamMessage message;
 
   /// True for the first message of a direction captured from its start:
-  /// the Dask handshake (spec §2).
+  /// the Dask handshake (docs/protocol.md §2).
   bool at_stream_start() const { return index == 0 && message.offset == 0; }
 };
 

@@ -13,9 +13,10 @@
 //    never a loop over elements; appends grow geometrically;
 //  * nothing is zero-filled unless asked for: resize_uninitialised() and
 //    append_uninitialised() make room that a codec, a read or an encoder is
-//    about to overwrite (zero-filling it cost 14% of an lz4 -> none
-//    transcode and made every byte of a claimed size resident before the
-//    first one was written); resize(n, fill) and Buffer(n, fill) fill;
+//    about to overwrite (zero-filling it was a visible share of an
+//    lz4 -> none transcode, bench/RESULTS.md, "Transcode", and made every
+//    byte of a claimed size resident before the first one was written);
+//    resize(n, fill) and Buffer(n, fill) fill;
 //  * it moves into Bytes (core/base/bytes.h) without a copy: the block
 //    becomes the shared owner of the slice.
 //
@@ -216,9 +217,9 @@ class Buffer {
 /// that hold it; nothing for less than 2 MiB, or where the kernel has no
 /// huge pages). A large output that
 /// is about to be written from start to end then takes one page fault per
-/// 2 MiB instead of 512: decoding 64 MiB of lz4 into fresh memory ran in
-/// 1.17x the time into memory already faulted in, against 1.65x with 4 KiB
-/// pages (bench/RESULTS.md, "Byte buffer"). Buffer does it for its own
+/// 2 MiB instead of 512, which brings a decode into fresh memory close to
+/// one into memory already faulted in (bench/RESULTS.md, "Byte buffer").
+/// Buffer does it for its own
 /// mappings; for memory of another allocator (a Python bytes object).
 void advise_huge_pages(void* data, std::size_t size) noexcept;
 

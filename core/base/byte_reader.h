@@ -5,7 +5,7 @@
 // Error (Errc::truncated, with the absolute offset where the read started)
 // and leaves the position unchanged. Reads name their width and byte order:
 // msgpack is big-endian, pickle binary integers and Dask's frame prelude are
-// little-endian (spec §1.2, §6.2).
+// little-endian (docs/protocol.md §1.2, §6.2).
 //
 // `base` makes offsets absolute: a reader over a slice of a file reports
 // positions in the file, and sub(n) readers inherit it.

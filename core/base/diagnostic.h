@@ -6,7 +6,7 @@
 // (to_string), in the manner of Errc (core/base/error.h): scripts branch on
 // the kind, users read the text. The names are contract: they appear as
 // "kind" in the "diagnostics" and "problem-details" arrays of the JSON
-// documents (DESIGN.md `inspect`, `transcode`; man/dask-caps.1
+// documents (docs/cli.md §11.1; man/dask-caps.1
 // DIAGNOSTICS), so a kind is never renamed or given another meaning; new
 // kinds are added at the end of their group.
 //

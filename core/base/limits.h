@@ -12,15 +12,15 @@
 namespace daskcaps {
 
 struct Limits {
-  /// One Dask message on the wire: prelude plus all frames (spec §1.5: Dask
+  /// One Dask message on the wire: prelude plus all frames (docs/protocol.md §1.5: Dask
   /// itself has no explicit cap; half of RAM in practice).
   std::uint64_t max_message_bytes = std::uint64_t{8} << 30;  // 8 GiB
   /// Frames in one message (each costs a u64 in the prelude).
   std::uint64_t max_frames = std::uint64_t{1} << 20;
   /// Output of decompressing one frame. Dask compresses only frames of at
-  /// most 2^31 bytes (spec §4.2), so nothing larger is legitimate.
+  /// most 2^31 bytes (docs/protocol.md §4.2), so nothing larger is legitimate.
   std::uint64_t max_decompressed_bytes = std::uint64_t{1} << 31;
-  /// msgpack nesting (spec §1.5: a decoder should allow at least 512).
+  /// msgpack nesting (docs/protocol.md §1.5: a decoder should allow at least 512).
   std::uint32_t max_msgpack_depth = 1024;
   /// Elements of one msgpack array or entries of one map.
   std::uint64_t max_msgpack_container = std::uint64_t{1} << 31;

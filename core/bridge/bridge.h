@@ -1,5 +1,5 @@
 // The bridge: a live proxy between Dask peers that do not match
-// (DESIGN.md `bridge`). Each accepted connection gets its own upstream
+// (docs/design.md §6). Each accepted connection gets its own upstream
 // connection, a handshake done separately on each side, and its messages
 // recoded for their receiver by the recode engine (core/recode/engine.h).
 //

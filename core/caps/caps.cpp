@@ -516,7 +516,8 @@ void pickle_findings(const Peer& a, const Peer& b, std::vector<Finding>& out) {
                 describe(high) +
                 "; but Dask writes type-serialized headers, ToPickle (__Pickled__) objects and "
                 "error pickles with protocol 5 whatever was negotiated, and " + describe(low) +
-                " fails on them with \"unsupported pickle protocol: 5\" (spec §2.6, §6.3)";
+                " fails on them with \"unsupported pickle protocol: 5\""
+                " (docs/protocol.md §2.6, §6.3)";
     f.hint = "run Python 3.8 or later " + where(low) +
              "; to replay captured messages for it, re-encode them with `dask-caps transcode IN -o "
              "OUT --pickle-protocol " + std::to_string(lo) + "` (or --for with its probe file)";
@@ -656,7 +657,7 @@ PairReport evaluate_pair(const Peer& a, const Peer& b, bool same_host, PythonRul
     const Peer* other = scheduler == &a ? &b : &a;
     if (scheduler && (other->role == "Worker" || other->role == "Nanny")) {
       // The scheduler's outgoing comms carry its handshake overrides
-      // (pickle-protocol 4); its listeners do not (spec §2.7).
+      // (pickle-protocol 4); its listeners do not (docs/protocol.md §2.7).
       Handshake hs = scheduler == &a ? ha : hb;
       if (hs.pickle_protocol) hs.pickle_protocol = 4;
       r.scheduler_initiated = dask_negotiate(hs, scheduler == &a ? hb : ha);
@@ -716,7 +717,8 @@ RelayReport evaluate_relay(const Peer& client, const Peer& scheduler,
                                 : std::to_string(ws.size()) + " workers (" + ws[0]->name + ", ...)") +
                 " compressed with " + codec + " on " + (ws.size() == 1 ? "its link" : "their links") +
                 " to " + describe(scheduler) +
-                "; the scheduler forwards those frames unchanged (spec §3.7) and " + describe(client) +
+                "; the scheduler forwards those frames unchanged (docs/protocol.md §3.7) and " +
+                describe(client) +
                 " cannot decode " + codec + ": it fails with KeyError('" + codec +
                 "') (dask/distributed#7774)";
     f.hint = install_hint(codec, client) +
@@ -734,7 +736,8 @@ RelayReport evaluate_relay(const Peer& client, const Peer& scheduler,
       f.severity = Severity::warning;
       f.code = finding_code::kCodecUnavailable;
       f.message = "workers configured like " + describe(scheduler) + " compress with " + codec +
-                  " on their links to it, the scheduler forwards such data unchanged (spec §3.7), "
+                  " on their links to it, the scheduler forwards such data unchanged"
+                  " (docs/protocol.md §3.7), "
                   "and " + describe(client) + " cannot decode " + codec +
                   ": results gathered through the scheduler fail with KeyError('" + codec +
                   "') (dask/distributed#7774)";

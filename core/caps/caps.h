@@ -1,24 +1,24 @@
 // Capabilities and negotiation: what Dask negotiates between two peers, what
 // it should negotiate, and the findings that explain the difference.
 //
-// Dask's own rule (spec §2.4, identical in 2022.12 and newest): each side
+// Dask's own rule (docs/protocol.md §2.4, identical in 2022.12 and newest): each side
 // computes, from its own handshake dict and the peer's,
 //   pickle-protocol = min(local, remote)
 //   compression     = local if local == remote (Python equality: "lz4" ==
 //                     "lz4", None == None, False == False) else None
 // and uses it only for what it *writes*. A dict without "pickle-protocol"
 // fails with ValueError "Your Dask versions may not be in sync"; one without
-// "compression" with a bare KeyError (spec §2.5). Newest releases
+// "compression" with a bare KeyError (docs/protocol.md §2.5). Newest releases
 // (distributed >= 2023.5.0) advertise None to a peer on the same host
-// (spec §2.3); 2022.12 advertises its configuration to everyone.
+// (docs/protocol.md §2.3); 2022.12 advertises its configuration to everyone.
 //
-// The rule Dask should have (mission/seed-issue.txt): each side publishes the
+// The rule Dask should have (docs/design.md §3): each side publishes the
 // ordered list of codecs it decodes; each direction is written with the first
 // codec of the *sender's* preference that the *receiver* decodes, else none;
 // pickle protocol = the highest both read; layout = "cpu" when the receiver
 // has no GPU. That is `recommend()`.
 //
-// Findings carry a stable code (DESIGN.md), a severity, a message that names
+// Findings carry a stable code (docs/cli.md §12), a severity, a message that names
 // both peers and a hint that says what to install or which setting to change
 // on which host. Nothing here touches the network: peers come from probe
 // files, from this host's probe, or from what a live endpoint sent
@@ -48,7 +48,7 @@ std::string_view to_string(Severity s);
 /// Parses the names above; nullopt for anything else.
 std::optional<Severity> severity_from_string(std::string_view s);
 
-/// The finding codes of DESIGN.md (stable: scripts match on them).
+/// The finding codes of docs/cli.md §12 (stable: scripts match on them).
 namespace finding_code {
 inline constexpr std::string_view kCompressionMismatch = "compression-mismatch";
 inline constexpr std::string_view kCodecUnavailable = "codec-unavailable";
@@ -71,7 +71,7 @@ struct FindingCodeInfo {
   std::string_view severities;  // when it takes which severity, for readers
   std::string_view summary;     // one sentence
 };
-/// Every finding code, in the order of DESIGN.md.
+/// Every finding code, in the order of docs/cli.md §12.
 std::span<const FindingCodeInfo> finding_codes();
 /// The row of `code`; nullptr for a code that does not exist.
 const FindingCodeInfo* find_finding_code(std::string_view code);
@@ -186,8 +186,8 @@ struct DaskNegotiation {
   std::int64_t pickle_protocol = 0;
 };
 
-/// Comm.handshake_configuration(local, remote) of both releases (spec §2.4,
-/// §2.5). Both sides compute the same result from the two dicts.
+/// Comm.handshake_configuration(local, remote) of both releases
+/// (docs/protocol.md §2.4, §2.5). Both sides compute the same result from the two dicts.
 DaskNegotiation dask_negotiate(const Handshake& local, const Handshake& remote);
 
 /// The dict a peer sends to another: its handshake, with compression None
@@ -226,7 +226,7 @@ struct PairReport {
   std::optional<DaskNegotiation> dask;
   /// When one side is a scheduler: what the connections the *scheduler*
   /// opens negotiate (its outgoing comms advertise pickle protocol 4,
-  /// spec §2.7).
+  /// docs/protocol.md §2.7).
   std::optional<DaskNegotiation> scheduler_initiated;
   Recommendation recommended;
   std::vector<Finding> findings;
@@ -242,7 +242,7 @@ struct PairReport {
 PairReport evaluate_pair(const Peer& a, const Peer& b, bool same_host,
                          PythonRule python_rule = PythonRule::same_minor);
 
-// ---- relay through the scheduler (spec §3.7) ---------------------------
+// ---- relay through the scheduler (docs/protocol.md §3.7) ---------------------------
 
 /// Data the scheduler forwards keeps the codec its original sender chose on
 /// its own link. For a client, a scheduler and the workers the check knows

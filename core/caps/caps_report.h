@@ -12,7 +12,7 @@
 //     per group: each group against every endpoint given (and this host),
 //     and the groups against each other. A thousand identical workers give
 //     one group and a handful of pairs.
-// Relay (spec §3.7): for each scheduler, the clients (this host, probe files
+// Relay (docs/protocol.md §3.7): for each scheduler, the clients (this host, probe files
 // given) against the scheduler's workers (evaluate_relay); the findings go
 // to the client-scheduler pair and the paths to the summary.
 // Unreachable endpoints: a worker found by a survey that cannot be checked

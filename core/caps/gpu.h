@@ -1,7 +1,7 @@
 // GPUs of this host, found at run time through the CUDA driver API.
 //
 // The driver library is loaded with dlopen, never linked: one dask-caps
-// binary runs on CPU-only and GPU hosts alike (style §6.2). The entry points
+// binary runs on CPU-only and GPU hosts alike (docs/design.md §8.4). The entry points
 // used, all from the driver API (cuda.h), in this order:
 //
 //   cuInit(0)                                  -> CUDA_SUCCESS or why not

@@ -1,5 +1,5 @@
 // The JSON of one checked pair (schema dask-caps.check/1,
-// schemas/check.schema.json; keys are contract: DESIGN.md `check`): what
+// schemas/check.schema.json; keys are contract: docs/cli.md §3): what
 // Dask negotiates between two peers, what it should negotiate, and the
 // findings. `dask-caps check --json` writes one such object per pair (and
 // adds its group and baseline keys); the Python module's

@@ -1,7 +1,7 @@
 // Policies: how a check gate judges its findings. A policy sets the
 // severity of finding codes, ignores codes for named endpoints or packages
 // (each with a reason that the report keeps), and sets the Python-version
-// rule (core/caps.h PythonRule). Three profiles are built in; a policy file
+// rule (core/caps/caps.h PythonRule). Three profiles are built in; a policy file
 // is JSON and may build on one of them.
 //
 // A policy file (schema dask-caps.policy/1, schemas/policy.schema.json):

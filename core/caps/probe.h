@@ -1,4 +1,4 @@
-// What this host, and a Dask process started here, can do (DESIGN.md
+// What this host, and a Dask process started here, can do (docs/cli.md §2:
 // `probe`). The probe is also the in-memory form of a probe file: the JSON
 // that `dask-caps probe --json` prints, which every command accepts in place
 // of a live endpoint (core/caps/probe_file.h reads and writes it).
@@ -10,8 +10,8 @@
 //   python            one interpreter, run on a short script (core/caps/python_env.h)
 //   handshake         Dask's own Comm.handshake_info() as that interpreter
 //                     computes it; when the interpreter could not say (or a
-//                     probe file has only the python part), the rule of spec
-//                     §2.3 applied to the python part (dask_handshake below)
+//                     probe file has only the python part), the rule of
+//                     docs/protocol.md §2.3 applied to the python part (dask_handshake below)
 //   capabilities      derived from the above (capabilities_of below)
 #pragma once
 
@@ -129,7 +129,7 @@ std::vector<int> pickle_protocols_read();
 std::vector<int> pickle_protocols_write();
 
 /// The "compression" a Python Dask peer with this environment advertises
-/// (spec §2.3), from compression_config and compressions:
+/// (docs/protocol.md §2.3), from compression_config and compressions:
 ///   "auto"    -> "lz4" if importable, else "snappy", else nil
 ///   false     -> false for distributed < 2023.5.0, nil from 2023.5.0 on
 ///   nil       -> nil

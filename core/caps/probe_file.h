@@ -1,7 +1,7 @@
 // Probe files: the JSON `dask-caps probe --json` prints, read back in place
 // of a live endpoint, or written by hand to describe a remote host.
 //
-// Layout (keys are contract, DESIGN.md `probe`; "schema" always first):
+// Layout (keys are contract, docs/cli.md §2; "schema" always first):
 //
 //   {"schema": "dask-caps.probe/1",
 //    "dask-caps-version": "0.1.0", "hostname": "node1",
@@ -38,7 +38,7 @@
 // python-error none, gpu.available true exactly when devices are listed,
 // device index its position in the list, python "compression-config" the
 // python "compression" when given, else "auto" (Dask 2022.12's default).
-// A missing "handshake" is derived from "python" (dask_handshake, spec §2.3),
+// A missing "handshake" is derived from "python" (dask_handshake, docs/protocol.md §2.3),
 // missing "capabilities" (or missing keys inside it) from the rest
 // (capabilities_of); a "handshake" given is kept as written, missing keys
 // included (that is what an incomplete peer sends). Unknown keys are ignored.

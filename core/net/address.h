@@ -1,6 +1,6 @@
 // Dask addresses and name resolution.
 //
-// Addresses (spec §1.1), as Dask writes them:
+// Addresses (docs/protocol.md §1.1), as Dask writes them:
 //   "tcp://host:port"   plain TCP
 //   "tls://host:port"   TLS over TCP (core/net/tls.h)
 //   "host:port"         tcp

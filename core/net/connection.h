@@ -64,16 +64,13 @@
 //
 // Memory: nothing is allocated up front per connection beyond this object
 // and its registration on the loop; the output queue holds only what is
-// unsent, and reading uses the handler's buffer. Measured with 1,000 idle
-// connections (handshaken, nothing queued):
-//   - heap per connection, both ends in one process, P-256 certificates
-//     (tests/core/net/connection_test.cpp): about 0.9 KiB over TCP and
-//     24 KiB over TLS (OpenSSL's session, the peer's certificate chain);
-//   - heap of `serve`'s Server per idle TCP client, Dask handshake and an
-//     identity request done (tests/core/net/net_test.cpp): about 3 KiB;
-//   - RSS growth of `serve` per client, 2048-bit RSA certificates, Dask
-//     handshake and identity done (tests/e2e/test_serve_tls.py): about
-//     3 KiB over TCP and 32 KiB over TLS.
+// unsent, and reading uses the handler's buffer. An idle TLS connection
+// also keeps OpenSSL's session and the peer's certificate chain. What an
+// idle connection costs is measured with 1,000 of them by
+// tests/core/net/connection_test.cpp (heap per connection),
+// tests/core/net/net_test.cpp (heap of `serve` per client) and
+// tests/e2e/test_serve_tls.py (RSS of `serve` per client); the figures
+// are in bench/RESULTS.md, "Figures that were in code comments".
 #pragma once
 
 #include <chrono>

@@ -1,6 +1,6 @@
 // A small Dask-protocol endpoint: what `dask-caps serve` runs.
 //
-// Each listener answers like a Dask Server (spec §2.1, §7):
+// Each listener answers like a Dask Server (docs/protocol.md §2.1, §7):
 //   - right after accept it writes its handshake (2022.12 clients read
 //     first), then reads the client's; a first message that is not a
 //     handshake, or a handshake without "compression"/"pickle-protocol",

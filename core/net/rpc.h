@@ -1,11 +1,11 @@
-// The Dask conversation dask-caps has with a live endpoint (spec §2, §7):
+// The Dask conversation dask-caps has with a live endpoint (docs/protocol.md §2, §7):
 // the handshake exchange, `identity`, `versions`, a polite close.
 //
 // ClientSession is sans-I/O: it owns the bytes to send and consumes the bytes
 // received, so the blocking driver (run_session over a net::Transport, or a
 // scripted one in tests) and the concurrent survey (core/net/survey.h) share it.
 // Everything we send is ready at once, because every Dask release serves
-// pipelined requests in order (spec §2.1, §7.2):
+// pipelined requests in order (docs/protocol.md §2.1, §7.2):
 //
 //   1. our handshake  {"compression": …, "python": […], "pickle-protocol": N,
 //                      + extra keys, e.g. "capabilities"}  (Dask ignores extras)
@@ -16,8 +16,8 @@
 // and it reads, in order: the peer's handshake (2022.12 listeners write it
 // before reading ours; newer ones write it at once too), the identity reply,
 // the versions reply. A reply is a value, nil (the peer has no handler for
-// the op: spec §7.2) or an uncaught-error map whose exception_text we keep
-// (spec §7.5).
+// the op: docs/protocol.md §7.2) or an uncaught-error map whose exception_text we keep
+// (docs/protocol.md §7.5).
 //
 // Messages are cut with core/wire/frames.h decode_frames under the caller's
 // Limits, so a declared length of 2^60 is an error before any allocation,
@@ -103,7 +103,7 @@ struct Reply {
   std::string describe(std::string_view op) const;
 };
 
-/// Classifies a decoded reply (spec §7.2, §7.5).
+/// Classifies a decoded reply (docs/protocol.md §7.2, §7.5).
 Reply parse_reply(const msgpack::Value& frame0);
 
 /// What a live endpoint told us.
@@ -117,7 +117,7 @@ struct SessionOptions {
   Handshake ours;                  // the handshake we send (extra keys travel too)
   bool ask_identity = true;
   bool ask_versions = true;
-  /// Extra packages for `versions` (its optional argument, spec §7.4):
+  /// Extra packages for `versions` (its optional argument, docs/protocol.md §7.4):
   /// zstandard tells whether a peer can read zstd; python-snappy whether a
   /// peer of 2025.4.0 or later, whose versions come from distribution
   /// metadata (distributed PR #9048), can read snappy (2022.12 imports

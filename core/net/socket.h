@@ -15,7 +15,7 @@
 // The event loop's connections (core/net/connection.h) drive Streams from
 // epoll; Transport waits on one with poll() for code that reads and writes
 // in order (core/net/rpc.h query_endpoint). Tests replace Transport with
-// scripted chunks (style §5.7).
+// scripted chunks (docs/design.md §9.3).
 //
 // Errors (all map to exit code 4):
 //   Errc::network  name resolution failed, host/network unreachable, reset

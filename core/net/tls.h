@@ -1,4 +1,4 @@
-// TLS for Dask comms (spec §1.6): OpenSSL over the non-blocking sockets of
+// TLS for Dask comms (docs/protocol.md §1.6): OpenSSL over the non-blocking sockets of
 // core/net/socket.h, client and server side.
 //
 // Inputs are those of Dask's TLS settings: a CA file, a certificate and its
@@ -26,8 +26,8 @@
 // value, never a SIGPIPE, without touching the signal mask. OpenSSL's
 // read and write buffers are released while a connection is idle
 // (SSL_MODE_RELEASE_BUFFERS): an idle TLS connection keeps its session
-// state, the peer's certificate chain among it (measured numbers in
-// connection.h).
+// state, the peer's certificate chain among it (core/net/connection.h
+// says where its memory is measured).
 //
 // Errors: Errc::tls for files that cannot be loaded, a key that does not
 // match its certificate, and every handshake or verification failure; the

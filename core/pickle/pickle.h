@@ -1,4 +1,4 @@
-// The pickle engine as the rest of dask-caps uses it (spec §5.1, §6).
+// The pickle engine as the rest of dask-caps uses it (docs/protocol.md §5.1, §6).
 //
 // Pickles are read by symbolic evaluation (core/pickle/detail/pickle_vm.h): nothing in a
 // pickle is ever imported, called or executed. Every function here takes the
@@ -88,7 +88,7 @@ Result<Recoded> recode(ByteSpan pickle, std::span<const OutOfBandBuffer> buffers
 Result<std::pair<std::string, std::string>> class_reference(ByteSpan pickle, const Limits& limits = {});
 
 /// The protocol 5 pickle CPython writes for a class by reference, e.g.
-/// `type-serialized` of numpy.ndarray (spec §5.1):
+/// `type-serialized` of numpy.ndarray (docs/protocol.md §5.1):
 /// PROTO 5, FRAME, SHORT_BINUNICODE module, MEMOIZE, SHORT_BINUNICODE
 /// qualname, MEMOIZE, STACK_GLOBAL, MEMOIZE, STOP.
 /// Errc::bad_value when a name is not valid UTF-8.

@@ -161,7 +161,7 @@ void describe_header(const msgpack::Value& header, const FrameView* frames, Obje
     if (const auto* t = header.find("type"); t != nullptr && t->is_str()) out.type = t->as_str();
   }
 
-  // Collections (spec §3.6): one sub-header per element.
+  // Collections (docs/protocol.md §3.6): one sub-header per element.
   if (const auto* ic = header.find("is-collection"); ic != nullptr && ic->is_bool() && ic->as_bool()) {
     out.collection = true;
     const msgpack::Value* subs = header.find("sub-headers");

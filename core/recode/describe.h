@@ -1,9 +1,9 @@
 // What `inspect` reports about a message: a plain structure built from the
-// message model without executing anything (style §1.7: build a report,
+// message model without executing anything (docs/design.md §8.3: build a report,
 // then render it). Types come from `type-serialized` (the class reference of
 // a by-reference pickle, read by the pickle engine), pickle details from the
 // pickle engine's summary, array layouts from the numpy and CuPy
-// sub-headers (spec §5.2, §5.3).
+// sub-headers (docs/protocol.md §5.2, §5.3).
 //
 // Problems that do not stop the description (an unknown codec, a pickle
 // that does not parse) are kept in `problems` of the object they concern,

@@ -1,5 +1,5 @@
 // The inspect document's JSON (schema dask-caps.inspect/1,
-// schemas/inspect.schema.json; keys are contract: DESIGN.md `inspect`) for
+// schemas/inspect.schema.json; keys are contract: docs/cli.md §4) for
 // what describe_message() reports, and the JSON form of msgpack values and
 // diagnostics that the other documents embed. `dask-caps inspect --json`
 // and the Python module's dask_caps.inspect() print these same objects.

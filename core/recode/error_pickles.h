@@ -1,5 +1,5 @@
 // The pickles Dask puts inside bytes: the exception and the traceback of its
-// error messages (spec §7.5), found by Dask's own conventions, by key and op,
+// error messages (docs/protocol.md §7.5), found by Dask's own conventions, by key and op,
 // never by looking at the bytes (a user's bytes that happen to start with
 // \x80\x05 are data).
 //

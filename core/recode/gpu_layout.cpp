@@ -75,7 +75,7 @@ LayoutResult convert_header_to_cpu(msgpack::Value& header, ClassReader type_of) 
   }
   if (strides == nullptr || !strides->is_array()) {
     // CuPy alone gives nil strides for C order; Dask always writes them
-    // (spec §5.3), so a header without them did not come from Dask.
+    // (docs/protocol.md §5.3), so a header without them did not come from Dask.
     r.outcome = LayoutOutcome::unconvertible;
     r.reason = "its header has no explicit strides";
     return r;

@@ -1,6 +1,6 @@
 // GPU -> CPU layout: turning the header of a GPU array that a CPU-only Dask
 // cannot load into the header of the NumPy array with the same bytes
-// (spec §5.3). Only the sub-header changes; the data frames are the host
+// (docs/protocol.md §5.3). Only the sub-header changes; the data frames are the host
 // copy Dask already sends over TCP (the `dask` family) and stay as they are.
 //
 //   CuPy / Numba header (CAI, `dask` or `cuda` family)   NumPy header (`dask`)
@@ -63,7 +63,7 @@ Result<std::vector<LayoutResult>> convert_object_to_cpu(SubObject& obj, ClassRea
                                                        std::uint32_t max_depth = Limits{}.max_msgpack_depth);
 
 /// The exact `type-serialized` bytes Dask writes for numpy.ndarray
-/// (spec §5.1, protocol 5).
+/// (docs/protocol.md §5.1, protocol 5).
 ByteSpan numpy_ndarray_type_serialized();
 
 }  // namespace daskcaps

@@ -84,9 +84,9 @@ Result<ClassRef> read_class(ByteSpan type_serialized) {
 
 // Blocks that frames decoded to raw are decoded into, used again once the
 // frame they held is written. A fresh large block costs a page fault and a
-// zeroed page for every 4 KiB the decoder writes (a third of an lz4 -> none
-// transcode, bench/RESULTS.md "Transcode in windows"); a block used again
-// costs neither. Only blocks given back are kept, at most kKeptBlocks of at
+// zeroed page for every 4 KiB the decoder writes (bench/RESULTS.md,
+// "Transcode in windows", counts them); a block used again costs
+// neither. Only blocks given back are kept, at most kKeptBlocks of at
 // most kLargestKept bytes each, and all go before a new block is made, so
 // the blocks in existence (held and kept) are never more than were held at
 // once; a kept block is used for a frame of at least half its size. The
@@ -627,7 +627,7 @@ class ObjectRecoder {
         frames.assign((**out).begin() + 1, (**out).end());
       }
     }
-    // Always raw: 2022.12 does not decompress __Pickled__ buffers (spec §3.3).
+    // Always raw: 2022.12 does not decompress __Pickled__ buffers (docs/protocol.md §3.3).
     // An object whose pickle and buffers all stay keeps its header.
     bool obj_changed = frames.size() != obj.frames.size() || !pickle_same;
     for (std::size_t i = 0; i < frames.size() && !obj_changed; ++i)

@@ -1,4 +1,4 @@
-// Recoding Dask messages for a recipient (DESIGN.md `transcode`): codec,
+// Recoding Dask messages for a recipient (docs/cli.md §5): codec,
 // pickle protocol and GPU -> CPU layout, one message at a time, without
 // executing any pickle.
 //
@@ -22,7 +22,7 @@
 //    window by window (TranscodeOptions::stream_frame_bytes). Frames
 //    marked false (`cuda` family) are never compressed, as in Dask.
 //    `__Pickled__` buffers are always written raw: Dask 2022.12 does not
-//    decompress them on receipt (spec §3.3).
+//    decompress them on receipt (docs/protocol.md §3.3).
 // Frames of objects nothing changes are passed through byte for byte, and
 // their sub-headers too: a pickle that the engine writes back as it was
 // (CPython's pickles at their own protocol), or a raw frame that stays raw

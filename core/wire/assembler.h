@@ -1,5 +1,5 @@
 // MessageAssembler: the one place where a Dask byte stream becomes whole
-// messages (spec §1.2, §1.3), for files, captures and sockets alike.
+// messages (docs/protocol.md §1.2, §1.3), for files, captures and sockets alike.
 //
 // It is sans-IO: it owns the memory the bytes go into and tells the caller
 // where to put the next ones, so that each message is read into its own

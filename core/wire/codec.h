@@ -1,5 +1,5 @@
 // Frame codecs exactly as Dask's Python bindings write and read them
-// (spec §4.1), and Dask's maybe_compress decision (spec §4.2).
+// (docs/protocol.md §4.1), and Dask's maybe_compress decision (docs/protocol.md §4.2).
 //
 //   name      bytes on the wire
 //   "lz4"     u32 little-endian uncompressed size, then one raw LZ4 block
@@ -106,7 +106,7 @@ Status decompress_into(Codec c, ByteSpan input, std::uint64_t max_output, Output
 /// not say (zlib) or the header is unreadable.
 std::optional<std::uint64_t> declared_size(Codec c, ByteSpan input);
 
-/// Dask's rule for whether a frame is worth compressing (spec §4.2).
+/// Dask's rule for whether a frame is worth compressing (docs/protocol.md §4.2).
 struct MaybeCompressRules {
   std::uint64_t min_size = 10'000;          // smaller frames stay raw
   std::uint64_t max_size = 1ull << 31;      // larger frames stay raw

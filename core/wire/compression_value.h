@@ -1,6 +1,6 @@
 // CompressionValue: what Dask writes where a codec is named: a handshake's
-// "compression" (spec §2.2) and each entry of a sub-header's "compression"
-// list (spec §3.4): a codec name, nil, or false.
+// "compression" (docs/protocol.md §2.2) and each entry of a sub-header's "compression"
+// list (docs/protocol.md §3.4): a codec name, nil, or false.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +13,8 @@ namespace daskcaps {
 
 /// The value of a handshake's "compression": a codec name, nil or false.
 /// nil and false both mean "no compression" but are distinct on the wire
-/// (2022.12 sends false when configured false; spec §2.3) and in Python's
-/// equality, which decides negotiation (spec §2.4).
+/// (2022.12 sends false when configured false; docs/protocol.md §2.3) and in Python's
+/// equality, which decides negotiation (docs/protocol.md §2.4).
 struct CompressionValue {
   enum class Kind : std::uint8_t { nil, false_, name };
   Kind kind = Kind::nil;

@@ -55,8 +55,8 @@ inline constexpr std::uint64_t kLz4MaxLiteralRun = std::uint64_t{8} << 20;
 /// Smaller ones are compressed by one thread: the engine recodes two such
 /// messages at once (core/recode/engine.h), and libzstd's workers on frames
 /// of a few MiB mostly wait on each other and hold job buffers of their own
-/// (on the 8 MiB frames of bench/stream_bench.py: 3.2x a message of peak
-/// RSS with workers from 2 MiB, 2.6x from 16 MiB). Larger frames go through
+/// (bench/RESULTS.md, "Figures that were in code comments", has the peak
+/// RSS of both thresholds). Larger frames go through
 /// `transcode` one message at a time, in place, where the workers are the
 /// only parallelism.
 inline constexpr std::uint64_t kZstdParallelBytes = std::uint64_t{16} << 20;

@@ -44,7 +44,7 @@ Result<FrameStep> decode_frames(ByteSpan input, const Limits& limits, std::uint6
     body += len;
   }
 
-  // L must be 8 + 8n plus a prefix sum of the lengths (spec §1.3).
+  // L must be 8 + 8n plus a prefix sum of the lengths (docs/protocol.md §1.3).
   const std::uint64_t full = head - 8 + body;
   bool short_length = false;
   if (declared != full) {

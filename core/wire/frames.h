@@ -1,8 +1,8 @@
-// Wire framing of Dask's TCP and TLS comms (spec §1.2, §1.3).
+// Wire framing of Dask's TCP and TLS comms (docs/protocol.md §1.2, §1.3).
 //
 // One message on the wire, all integers u64 little-endian (Python packs them
 // with struct "Q", native order; every x86-64 and aarch64 peer is
-// little-endian, spec §1.2):
+// little-endian, docs/protocol.md §1.2):
 //
 //   offset      size   field
 //   0           8      L: byte count after this field (see below)
@@ -21,7 +21,7 @@
 // Limits::max_message_bytes, both checked from the prelude before any frame
 // byte is needed, so a length of 2^63 is an error, not an allocation.
 //
-// decode_frames() is incremental in the zstd manner (style §2.6): given the
+// decode_frames() is incremental in the zstd manner (docs/design.md §8.2): given the
 // bytes available it answers NeedMore{total bytes needed}, a Framed message,
 // or an Error. Captures, TCP reassembly and live sockets share it.
 #pragma once

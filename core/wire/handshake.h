@@ -1,4 +1,4 @@
-// The connection handshake of Dask comms (spec §2) and the extended
+// The connection handshake of Dask comms (docs/protocol.md §2) and the extended
 // capability set dask-caps publishes beside it.
 //
 // On every new connection each side sends one message whose frame 0 is the
@@ -6,7 +6,7 @@
 // "pickle-protocol": int}. Key order as observed: compression, python,
 // pickle-protocol. Extra keys are ignored by Dask; a missing
 // "pickle-protocol" or "compression" makes Dask fail the connection
-// (spec §2.5), a missing "python" is accepted.
+// (docs/protocol.md §2.5), a missing "python" is accepted.
 #pragma once
 
 #include <cstdint>
@@ -45,7 +45,7 @@ struct Handshake {
 Result<Handshake> handshake_from_msgpack(const msgpack::Value& v);
 
 /// The extended set a peer could use to pick the best common options
-/// (DESIGN.md `capabilities`): codecs it decodes, in its preference order;
+/// (docs/protocol.md §2.9): codecs it decodes, in its preference order;
 /// the highest pickle protocol it reads; whether it holds a GPU; and who
 /// published it.
 struct Capabilities {
@@ -68,8 +68,8 @@ struct CapabilitiesKey {
 };
 
 /// The one reader of the "capabilities" key as dask-caps peers publish it
-/// (the Dask plugin dask_caps.plugin, `check`, `serve`; README "Inside
-/// Dask"), the key itself found in the map `holder`: a map {"codecs":
+/// (the Dask plugin dask_caps.plugin, `check`, `serve`;
+/// docs/protocol.md §2.9), the key itself found in the map `holder`: a map {"codecs":
 /// [str...], "max-pickle-protocol": int >= 0, "gpu": bool, "dask-caps":
 /// str, "role": str}, "codecs" required, the rest optional (5, false, "",
 /// ""), other members ignored. Refused (and the peer read as a plain Dask

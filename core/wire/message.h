@@ -1,11 +1,11 @@
-// The Dask message model (spec §3): frame 0 plus the sub-objects it points
+// The Dask message model (docs/protocol.md §3): frame 0 plus the sub-objects it points
 // to.
 //
 // Frame 0 is a msgpack value (usually a map with "op"; batched streams send
 // an array of maps). Anywhere inside it, a map {"__Serialized__": k} or
 // {"__Pickled__": k} with an integer k > 0 stands for an object built from
 // frames k (its msgpack sub-header) and k+1 .. k+m, where m is the
-// sub-header's "num-sub-frames" (spec §3.2, §3.3). k is an absolute frame
+// sub-header's "num-sub-frames" (docs/protocol.md §3.2, §3.3). k is an absolute frame
 // index. Python's encoder appends the frames of each placeholder in the
 // order it meets them, so objects occupy consecutive, non-overlapping frame
 // ranges; parse_message() checks exactly that and reports any frame that no
@@ -76,7 +76,7 @@ struct Message {
   std::optional<std::string> op() const;
   /// The ops of a batched message (frame 0 an array of maps with "op").
   std::vector<std::string> batched_ops() const;
-  /// True when frame 0 looks like a connection handshake (spec §2.2): a map
+  /// True when frame 0 looks like a connection handshake (docs/protocol.md §2.2): a map
   /// without "op" holding "pickle-protocol" or "compression".
   bool is_handshake() const;
 };

@@ -1,4 +1,4 @@
-// MessagePack values as Dask writes and reads them (spec §3.1).
+// MessagePack values as Dask writes and reads them (docs/protocol.md §3.1).
 //
 // Dask encodes frame 0 and every sub-header with Python's msgpack
 // (use_bin_type=True) and decodes with raw=False, strict_map_key=False,

@@ -1,4 +1,4 @@
-// Frame-level operations on one sub-object of a message (spec §3.4, §3.5):
+// Frame-level operations on one sub-object of a message (docs/protocol.md §3.4, §3.5):
 // its per-frame "compression" list, decompression, and the merge of frames
 // that serialize_and_split sharded.
 //
@@ -9,7 +9,7 @@
 //   "split-offsets"         per original frame, index of its first shard,
 //                           counted from the first data frame of the object
 // `__Pickled__` objects have a "compression" list (one per buffer) and are
-// never split (spec §3.3).
+// never split (docs/protocol.md §3.3).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // The header tree of one serialized object, as Dask's deserialize() reads
-// it (distributed/protocol/serialize.py, 2022.12.1 and 2026.7.1; spec §3.6).
+// it (distributed/protocol/serialize.py, 2022.12.1 and 2026.7.1; docs/protocol.md §3.6).
 //
 // serialize() writes a list, tuple, set or dict whose elements it
 // serializes one by one as a collection header:

@@ -31,7 +31,7 @@
 # dask-caps(1). Without a baseline file every finding counts as new: run
 # once with UPDATE_BASELINE=1 to accept what the cluster has today.
 #
-# Try it on your machine with two dask-caps serve endpoints (README, "CI").
+# Try it on your machine with two dask-caps serve endpoints (docs/cli.md §3.4).
 set -uo pipefail
 
 # Paths stay as given (relative to the repository root when run from there):

@@ -23,7 +23,7 @@ tests/tools/pickle_recode, and then:
 It also reports how many outputs are byte-identical to
 pickle.dumps(pickle.loads(input), target).
 
-Environment: DASKCAPS_BUILD_DIR (the tool is tests/pickle_recode there),
+Environment: DASKCAPS_BUILD_DIR (the tool is $DASKCAPS_BUILD_DIR/tests/pickle_recode),
 DASKCAPS_SOURCE_DIR. Run by /usr/bin/python3 (it has numpy).
 """
 import ast

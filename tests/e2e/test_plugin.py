@@ -9,10 +9,10 @@ clients, each in a process of its own (bridge_client.py):
   nolz4    lz4, zstandard and snappy hidden: KeyError 'lz4' (the scheduler
            relays the worker's lz4 frames, dask/distributed#7774)
   pickle4  reads pickle protocol 4 at most: "unsupported pickle protocol: 5"
-           (type-serialized pickles are always protocol 5, spec §2.6)
+           (type-serialized pickles are always protocol 5, docs/protocol.md §2.6)
   cpu      a CuPy result from the worker: No module named 'cupy'
 
-Which processes need the plugin for what (asserted here, README "Inside Dask"):
+Which processes need the plugin for what (asserted here, docs/plugin.md, "Which side needs it for what"):
 
   nolz4    the scheduler alone (it recodes the relayed lz4 frames raw for a
            client that advertised no codec), or the client alone (the core's

@@ -245,7 +245,7 @@ class HandshakeAgainstRealListener:
         self.assertEqual(msgpack.dumps(handshake, use_bin_type=True), wire)
         decoded = msgpack.loads(wire, raw=False)
         self.assertEqual(handshake, decoded)
-        # And it is what spec §2.3 says for this configuration.
+        # And it is what docs/protocol.md §2.3 says for this configuration.
         self.assertIs(type(handshake["compression"]), type(expected_compression))
         self.assertEqual(handshake["compression"], expected_compression)
         self.assertEqual(handshake["python"], self.dask.info()["python"])

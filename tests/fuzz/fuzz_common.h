@@ -1,4 +1,4 @@
-// Helpers shared by the fuzz targets in tests/fuzz/ (style §5.6): a reader
+// Helpers shared by the fuzz targets in tests/fuzz/ (docs/design.md §9.4): a reader
 // of control bytes, a deterministic chunker whose sizes come from the
 // input, and check() for properties (a violated property aborts, so
 // libFuzzer reports it as a finding and the replay test fails).

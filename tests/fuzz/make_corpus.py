@@ -389,7 +389,7 @@ def scheduler_conversation():
 
 
 def error_reply():
-    """The uncaught-error reply Dask sends when a handler raises (spec §7.5)."""
+    """The uncaught-error reply Dask sends when a handler raises (docs/protocol.md §7.5)."""
     from distributed.core import error_message
     from distributed.protocol import dumps
 

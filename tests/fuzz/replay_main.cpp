@@ -1,4 +1,4 @@
-// A plain main for the fuzz targets (style §5.6, as bloaty's fuzz_driver.cc
+// A plain main for the fuzz targets (docs/design.md §9.4, as bloaty's fuzz_driver.cc
 // and zstd's regression_driver.c): runs LLVMFuzzerTestOneInput once on every
 // file named, and on every file under every directory named, in sorted
 // order, so the committed regressions and the seed corpora replay under

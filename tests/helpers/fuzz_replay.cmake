@@ -1,4 +1,4 @@
-# Fuzz replays (style §5.6): every tests/fuzz/fuzz_<name>.cpp is also linked
+# Fuzz replays (docs/design.md §9.4): every tests/fuzz/fuzz_<name>.cpp is also linked
 # with the plain driver tests/fuzz/replay_main.cpp as replay_<name>, and the
 # CTest test fuzz-replay.<name> (label fuzz) runs it over the committed
 # inputs in tests/fuzz/regressions/<name>/ (inputs that once crashed, and

@@ -63,7 +63,7 @@ CLASSES = ["lz4-bomb", "zstd-bomb", "snappy-bomb", "zlib-bomb", "msgpack-counts"
            "pickle-counts", "frame-counts", "past-end", "garbage"]
 
 
-# ---- the Dask framing (spec §1) ---------------------------------------------
+# ---- the Dask framing (docs/protocol.md §1) ---------------------------------------------
 
 def message(frames):
     prelude = struct.pack(f"<Q{len(frames)}Q", len(frames), *map(len, frames))

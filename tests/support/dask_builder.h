@@ -1,4 +1,4 @@
-// Test helpers that build Dask messages from readable parts (style §5.4):
+// Test helpers that build Dask messages from readable parts (docs/design.md §9.1):
 // a frame-0 map with placeholders and sub-objects with their headers.
 #pragma once
 
@@ -27,7 +27,7 @@ inline Value map(std::vector<std::pair<std::string, Value>> entries) {
 inline Value arr(std::vector<Value> items) { return Value::array(std::move(items)); }
 inline Value placeholder(const char* key, std::int64_t k) { return map({{key, num(k)}}); }
 
-/// The type-serialized bytes Dask writes for numpy.ndarray (spec §5.1).
+/// The type-serialized bytes Dask writes for numpy.ndarray (docs/protocol.md §5.1).
 inline Buffer numpy_type_serialized() {
   return {0x80, 0x05, 0x95, 0x15, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x8c, 0x05, 'n', 'u', 'm',
           'p',  'y',  0x94, 0x8c, 0x07, 'n',  'd',  'a',  'r',  'r',  'a',  'y',  0x94, 0x93, 0x94, 0x2e};

@@ -1,6 +1,6 @@
 // Test helper: the messages of the example streams in examples/ (what the
 // real Dask wrote; examples/generate.py made them), for unit tests that want
-// real bytes rather than built ones (style §5.4).
+// real bytes rather than built ones (docs/design.md §9.1).
 //
 //   auto msgs = testsupport::example_messages("pickle5.stream");
 //   auto m = daskcaps::parse_message(msgs[1].frames, {}, msgs[1].frame_offsets());

@@ -1,5 +1,5 @@
 // Test helper: builds libpcap and pcapng captures in memory from readable
-// lists of TCP segments (style §5.4), for every link type the reader
+// lists of TCP segments (docs/design.md §9.1), for every link type the reader
 // decodes, IPv4 (with options, fragments) and IPv6 (with extension headers).
 //
 //   Conversation c;                     // 10.0.0.1:40000 -> 10.0.0.2:8786

@@ -1,5 +1,5 @@
 // Test helper: build pickles opcode by opcode from something readable
-// (style §5.4), e.g.
+// (docs/design.md §9.1), e.g.
 //
 //   auto p = PickleBuilder().proto(2).op(op::EMPTY_LIST).binput(0)
 //                .binint1(7).op(op::APPEND).stop();

@@ -1,5 +1,5 @@
 // Test helper: feed every strict prefix of a valid sample to a parser
-// (style §5.3). The callback must see an error or NeedMore, never a crash.
+// (docs/design.md §9.2). The callback must see an error or NeedMore, never a crash.
 #pragma once
 
 #include <functional>

@@ -1,5 +1,5 @@
 // Test helper: a net::Transport that replays scripted chunks from the peer
-// and records what was written (style §5.7). After the last chunk it
+// and records what was written (docs/design.md §9.3). After the last chunk it
 // reports end of stream, or a timeout when `stall_at_end` is set (a peer
 // that stops sending but keeps the connection open).
 #pragma once

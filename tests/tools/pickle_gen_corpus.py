@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Generates tests/support/pickle_corpus.h: pickles made by CPython, embedded
-in the unit tests (tests/core/pickle_*_test.cpp) so that they run without
+in the unit tests (tests/core/pickle/pickle_*_test.cpp) so that they run without
 Python.
 
 For each object below, CPython's pickle of it at every protocol 0-5 (and, for

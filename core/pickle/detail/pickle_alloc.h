@@ -1,5 +1,5 @@
 // Memory hints for the pickle engine's large arrays (the graph arena, the
-// memo table, the output pickle), internal to core/pickle_*.cpp.
+// memo table, the output pickle), internal to core/pickle/detail/pickle_*.cpp.
 //
 // A recode of a large pickle touches tens of megabytes of fresh memory.
 // With 4 KiB pages every first touch is a page fault; on virtual machines a

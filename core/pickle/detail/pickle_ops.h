@@ -1,6 +1,6 @@
 // The opcodes of the pickle machine, protocols 0-5, as CPython 3.11's
 // pickletools lists them, and a walker that decodes one opcode and the bytes
-// of its argument at a time (spec §6.2 lists what protocols 4 and 5 added).
+// of its argument at a time (docs/protocol.md §6.2 lists what protocols 4 and 5 added).
 //
 // Layout of one instruction: one opcode byte, then its argument:
 //

@@ -1,6 +1,6 @@
 // Symbolic evaluation of a pickle (protocols 0-5) into an object graph.
 //
-// The pickle machine (spec §6; CPython's Modules/_pickle.c load_*) has a
+// The pickle machine (docs/protocol.md §6; CPython's Modules/_pickle.c load_*) has a
 // stack, a mark stack and a memo. This evaluator runs every opcode of the
 // walker (core/pickle/detail/pickle_ops.h) on symbols instead of objects: nothing is
 // imported, looked up or called. A REDUCE becomes a node that names its

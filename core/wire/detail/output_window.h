@@ -9,8 +9,8 @@
 // before cursor() are final: they are never written again. A window whose
 // pieces are all gone (no Bytes shares it) is used again two windows later,
 // so that a frame costs two windows of memory, not a fresh one each time
-// (whose pages fault in anew: a third of the page faults of an lz4 -> zstd
-// transcode, bench/RESULTS.md "Transcode in windows").
+// (whose pages would fault in anew; bench/RESULTS.md, "Transcode in
+// windows", counts them).
 #pragma once
 
 #include <algorithm>

@@ -402,7 +402,7 @@ TEST_CASE("caps: a dask-caps peer publishes its capabilities in the handshake") 
 }
 
 TEST_CASE("caps: the Dask plugin's capabilities key: its version and role, and what makes it malformed") {
-  // As dask_caps.plugin publishes it (README "Inside Dask").
+  // As dask_caps.plugin publishes it (docs/protocol.md §2.9).
   Value key = map({{"codecs", arr({str("zstd"), str("lz4"), str("snappy"), str("zlib")})},
                    {"max-pickle-protocol", num(5)},
                    {"gpu", Value::boolean(false)},

@@ -52,7 +52,7 @@ std::string with_schema(const std::string& body) {
 
 }  // namespace
 
-TEST_CASE("probe_file: keys are exactly DESIGN.md's, schema first") {
+TEST_CASE("probe_file: keys are exactly docs/cli.md §2's, schema first") {
   const OrderedJson j = probe_to_json(full_probe());
   std::vector<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.push_back(k);

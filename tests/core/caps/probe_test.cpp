@@ -102,7 +102,7 @@ TEST_CASE("probe: pickle protocols 0 to 5, read and write") {
   CHECK(pickle_protocols_write() == std::vector<int>{0, 1, 2, 3, 4, 5});
 }
 
-TEST_CASE("probe: advertised compression follows spec §2.3") {
+TEST_CASE("probe: advertised compression follows docs/protocol.md §2.3") {
   using CV = CompressionValue;
   const std::vector<std::string> all{"lz4", "snappy", "zlib", "zstd"};
   CHECK(*advertised_compression(env_with(CV::named("auto"), all)) == CV::named("lz4"));
@@ -126,7 +126,7 @@ TEST_CASE("probe: advertised compression follows spec §2.3") {
         "fails to start)");
 }
 
-TEST_CASE("probe: the derived handshake has Dask's bytes (spec §2.8)") {
+TEST_CASE("probe: the derived handshake has Dask's bytes (docs/protocol.md §2.8)") {
   auto h = dask_handshake(env_with(CompressionValue::named("auto"), {"lz4", "snappy"}));
   REQUIRE(h);
   CHECK(h->python == std::vector<std::int64_t>{3, 11, 2});

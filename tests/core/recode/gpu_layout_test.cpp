@@ -54,7 +54,7 @@ TEST_CASE("gpu_layout: the real CuPy header becomes exactly the NumPy header Das
   CHECK(r.outcome == LayoutOutcome::converted);
   CHECK(r.type == "cupy.ndarray");
   CHECK(r.reason.empty());
-  // Dask's numpy serializer writes these keys in this order (spec §5.2);
+  // Dask's numpy serializer writes these keys in this order (docs/protocol.md §5.2);
   // split and compression keys stay as they were.
   CHECK(header == map({{"sub-header", map({{"dtype", arr({num(0), str("<f4")})},
                                            {"shape", arr({num(100), num(200)})},

@@ -46,7 +46,7 @@ TEST_CASE("codec: every codec round trips and records its size like Python") {
     REQUIRE(back);
     CHECK(*back == data);
   }
-  // spec §4.1: lz4 starts with the u32 LE size (80000 = 80 38 01 00),
+  // docs/protocol.md §4.1: lz4 starts with the u32 LE size (80000 = 80 38 01 00),
   // zstd with its magic and a content size, snappy with the varint 80 f1 04,
   // zlib with 78 9c.
   auto lz = *compress(Codec::lz4, data);

@@ -53,7 +53,7 @@ TEST_CASE("frames: NeedMore grows from the prelude to the whole message") {
 }
 
 TEST_CASE("frames: a short L from a 2023.11+ writer is accepted, a wrong one is not") {
-  // [44, 213, 800000, 213, 800000] -> newest L = 800518 (spec §1.3 table)
+  // [44, 213, 800000, 213, 800000] -> newest L = 800518 (docs/protocol.md §1.3 table)
   std::vector<std::uint64_t> lengths{44, 213, 800000, 213, 800000};
   Buffer head = prelude(800518, lengths);
   Buffer msg = head;

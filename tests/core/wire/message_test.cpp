@@ -40,7 +40,7 @@ TEST_CASE("message: spec 3.8(a) — an echo with a numpy array") {
 }
 
 TEST_CASE("message: placeholders anywhere, in frame order; reassembly renumbers") {
-  // {'x': {'__Serialized__': 1}, 'y': [{'__Pickled__': 3}, 3]} — spec §3.2 example shape
+  // {'x': {'__Serialized__': 1}, 'y': [{'__Pickled__': 3}, 3]} (docs/protocol.md §3.2)
   Value root = map({{"x", placeholder("__Serialized__", 1)},
                     {"y", arr({placeholder("__Pickled__", 3), num(3)})}});
   Value h1 = map({{"serializer", str("msgpack")}, {"num-sub-frames", num(1)}});

@@ -30,7 +30,7 @@ Value roundtrip(const Value& v) {
 }  // namespace
 
 TEST_CASE("msgpack: the handshake bytes Dask 2022.12 sends decode and re-encode exactly") {
-  // spec §2.8: {"compression": "lz4", "python": [3,11,2], "pickle-protocol": 5}
+  // docs/protocol.md §2.8: {"compression": "lz4", "python": [3,11,2], "pickle-protocol": 5}
   const Buffer frame = hex(
       "83ab636f6d7072657373696f6ea36c7a34a6707974686f6e93030b02af7069636b6c652d70726f746f636f6c05");
   auto v = msgpack::decode_all(frame);

@@ -10,7 +10,7 @@ using namespace testsupport;
 namespace {
 SubObject split_object(Codec codec) {
   // 320 000 zero bytes in 4 shards of 100 000, 100 000, 100 000, 20 000
-  // (spec §3.5 example), each compressed on its own.
+  // (docs/protocol.md §3.5 example), each compressed on its own.
   SubObject obj;
   std::vector<Value> compression;
   for (std::size_t n : {100000u, 100000u, 100000u, 20000u}) {
