@@ -138,7 +138,7 @@ int run_transcode(TranscodeCliOptions o) {
   formats::SourceOptions sopt;
   sopt.capture.ports = o.ports;
   // Large messages of a raw stream stay in the file but for their headers;
-  // those whose codecs alone change are recoded from there, in place.
+  // they are recoded from there, in place.
   sopt.store_bytes = o.in_place_bytes;
   sopt.capture.reassembly.only_connection = o.connection;
   if (!o.direction.empty()) {
@@ -257,7 +257,7 @@ void add_transcode(CLI::App& app, int& exit_code) {
                   "wire bytes of messages being recoded at once (one message always passes)")
       ->capture_default_str();
   cmd->add_option("--in-place-bytes", o->in_place_bytes,
-                  "messages of this size and more whose codecs alone change are recoded frame by frame, "
+                  "messages of this size and more are recoded frame by frame, "
                   "window by window, into the output (0: never)")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print a JSON summary (schema dask-caps.transcode/1)");

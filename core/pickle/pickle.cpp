@@ -42,11 +42,13 @@ Result<Recoded> recode(ByteSpan pickle, std::span<const OutOfBandBuffer> buffers
   WriteOptions wo;
   wo.protocol = options.target_protocol;
   wo.inline_buffers = options.inline_buffers;
+  wo.gap_bytes = options.gap_bytes;
   auto w = write(*g, wo, limits);
   if (!w) return std::move(w).error();
   Recoded r;
   r.pickle = std::move(w->pickle);
   r.out_of_band = std::move(w->out_of_band);
+  for (const Gap& gap : w->gaps) r.gaps.push_back({gap.at, gap.buffer});
   return r;
 }
 

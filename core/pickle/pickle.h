@@ -63,6 +63,24 @@ struct RecodeOptions {
   int target_protocol = 5;
   /// At target 5, write out-of-band buffers into the pickle.
   bool inline_buffers = false;
+  /// Buffers of at least this many bytes (0: none) that are inlined at a
+  /// target of 3 or above are not copied into the pickle: Recoded::gaps
+  /// says where their bytes go, for a caller that writes them itself (a
+  /// buffer streamed from its frames, core/recode/stream_recode.h). Their
+  /// bytes are never read (OutOfBandBuffer::data need only have their size),
+  /// and they count against max_pickle_output_bytes as if written. Below
+  /// kMinGapBytes it counts as kMinGapBytes: a gap is never inside one of
+  /// the pickle's FRAMEs (CPython writes payloads that large outside them).
+  std::size_t gap_bytes = 0;
+};
+
+inline constexpr std::size_t kMinGapBytes = std::size_t{64} << 10;
+
+/// An inlined buffer left out of Recoded::pickle: all of buffer `buffer`'s
+/// bytes belong at `at` (before the pickle's byte there).
+struct BufferGap {
+  std::size_t at = 0;
+  std::size_t buffer = 0;
 };
 
 struct Recoded {
@@ -70,6 +88,8 @@ struct Recoded {
   /// Indices into the input buffers that stay out of band, in NEXT_BUFFER
   /// order (empty below protocol 5 or with inline_buffers).
   std::vector<std::size_t> out_of_band;
+  /// With RecodeOptions::gap_bytes: the buffers left out, in order of `at`.
+  std::vector<BufferGap> gaps;
 };
 
 /// Re-emits `pickle` (with the out-of-band `buffers` that came with it) for

@@ -420,8 +420,7 @@ namespace {
 // it (into `parsed`) when it may be; leaves `in` as it was otherwise.
 bool goes_in_place(RecodeEngine::Input& in, const TranscodeOptions& options, std::uint64_t in_place_bytes,
                    std::optional<Message>& parsed) {
-  if (in_place_bytes == 0) return false;
-  if (!options.codec || options.pickle_protocol || options.layout_cpu || options.inline_buffers) return false;
+  if (in_place_bytes == 0 || options.is_identity()) return false;
   // A message of one frame holds no object; a small one cannot decode to
   // in_place_bytes (zstd makes at most 128 KiB per 4 bytes).
   if (in.frames.size() < 2) return false;
@@ -447,8 +446,15 @@ bool goes_in_place(RecodeEngine::Input& in, const TranscodeOptions& options, std
       auto codecs = frame_compression(obj);
       if (!codecs) break;  // the engine reports it
       for (std::size_t i = 0; i < obj.frames.size() && !big; ++i) {
-        auto action = frame_recode_for((*codecs)[i], *options.codec, options);
-        if (!action || *action == FrameRecode::keep) continue;
+        // What the whole path would decode: a frame whose codec changes,
+        // and, with a pickle protocol, any compressed frame (the frames of
+        // a data pickle are decoded to recode it).
+        const bool decoded_for_pickle = options.pickle_protocol && (*codecs)[i].compresses();
+        if (!decoded_for_pickle) {
+          if (!options.codec) continue;
+          auto action = frame_recode_for((*codecs)[i], *options.codec, options);
+          if (!action || *action == FrameRecode::keep) continue;
+        }
         auto codec = codec_of((*codecs)[i]);
         if (!codec) continue;
         const std::size_t index = obj.header_frame + 1 + i;

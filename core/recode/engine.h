@@ -222,13 +222,17 @@ class RecodeEngine {
 /// a recode error gets the context "message <i>", i counting the messages
 /// `next` gave from 0.
 ///
-/// With `in_place`, a message whose codecs alone change and that is large
-/// (its frames left in their file, or the frames it recodes declaring
-/// EngineOptions::in_place_bytes or more decoded, or not saying) is recoded on this thread
-/// in place instead (core/recode/stream_recode.h), once every message
-/// before it is written: `in_place` hands it the sink to write the
-/// message's bytes to, in order with `write`. Memory for it: a window,
-/// whatever it decodes to. The bytes are those the engine would deliver.
+/// With `in_place`, a large message (its frames left in their file, or the
+/// frames the whole path would decode, those whose codec changes and, with
+/// a pickle protocol, every compressed one, declaring
+/// EngineOptions::in_place_bytes or more decoded, or not saying) that is no
+/// handshake is recoded on this thread in place instead
+/// (core/recode/stream_recode.h), with any codec, pickle and layout
+/// options, once every message before it is written: `in_place` hands it
+/// the sink to write the message's bytes to, in order with `write`.
+/// Memory for it: a window, whatever it decodes to, but for objects whose
+/// pickles change and that do not stream (stream_recode.h). The bytes are
+/// those the engine would deliver.
 using InputFn = std::function<Result<std::optional<RecodeEngine::Input>>()>;
 using OutputFn = std::function<Status(std::uint64_t tag, std::span<const Bytes> frames)>;
 using InPlaceBody = std::function<Result<std::uint64_t>(MessageSink&)>;

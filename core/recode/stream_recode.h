@@ -26,16 +26,35 @@
 // frames no Dask writes on which libzstd's or liblz4's paths differ).
 //
 // One message, in place. transcode_message_in_place() writes the message
-// transcode_message() would return, for a message whose codecs alone
-// change (in_place_applies()), to a MessageSink that takes writes at any
-// offset (the output file): frame 0, then each object's frames as they are
-// recoded, its sub-header once its frames' "compression" entries are
-// known, and the prelude with every frame's length last. An object's data
-// frames are written after room for its sub-header as it would be if every
-// recoded frame compresses; when one is written raw the sub-header is
-// shorter (nil instead of the codec's name), and the object's frames move
-// back by the difference (MessageSink::move). Memory: a window, the
-// encoder's state and the input pieces, whatever the message decodes to.
+// transcode_message() would return to a MessageSink that takes writes at
+// any offset (the output file), with any codec, pickle protocol and layout
+// options. Each object is recoded by transcode_message's own code
+// (ObjectTranscoder, core/recode/transcode.h), in one of two ways:
+//   - an object whose data frames change only by their codec (a GPU layout
+//     and the header pickles change its sub-header alone): its sub-header
+//     first, then its frames one at a time, window by window, as below;
+//   - an object whose own data pickle inlines its out-of-band buffers
+//     (ObjectTranscoder::inlines(): protocol 3 and 4, or 5 with
+//     inline_buffers), when they come to TranscodeOptions::stream_frame_bytes
+//     or more: its pickle is recoded in memory with each large buffer left
+//     as a gap (pickle::RecodeOptions::gap_bytes), and the new frame (the
+//     pickle's parts, each buffer decoded from its frames between them) is
+//     cut into shards and compressed as transcode_message cuts it, shard
+//     by shard, window by window;
+//   - any other object whose data pickles change (collections, an error's
+//     exception, __Pickled__, small buffers): whole, in memory, before
+//     anything is written.
+// Frame counts may change (inlined buffers, new shards), so every object is
+// planned before anything is written: frame 0 depends on them.
+// Then frame 0, each object's frames as they are recoded, its sub-header
+// once its frames' "compression" entries are known, and the prelude with
+// every frame's length last. A streamed object's data frames are written
+// after room for its sub-header as it would be if every recoded frame
+// compresses; when one is written raw the sub-header is shorter (nil
+// instead of the codec's name), and the object's frames move back by the
+// difference (MessageSink::move). Memory: a window, the encoder's state and
+// the input pieces, whatever the streamed objects decode to, and the
+// objects recoded whole.
 #pragma once
 
 #include <cstdint>
@@ -114,10 +133,9 @@ class BufferFrameSink final : public FrameSink {
 Result<CompressionValue> recode_frame(FrameInput& input, const CompressionValue& entry, Codec target,
                                       const TranscodeOptions& options, FrameSink& out, TranscodeReport& report);
 
-/// True when transcode_message_in_place() applies: only codecs change (no
-/// pickle protocol, layout or inlining), the message is no handshake and
-/// holds no __Pickled__ object (those take the whole path, as in
-/// core/recode/cut_through.h).
+/// True when transcode_message_in_place() applies: the message is no
+/// handshake (rewritten whole), and has no frame that no object claims
+/// before its last object's frames.
 bool in_place_applies(const Message& message, const TranscodeOptions& options);
 
 /// Writes what transcode_message() returns for `message` (see above) to

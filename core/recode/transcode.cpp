@@ -270,6 +270,29 @@ class PagedFrameInput final : public FrameInput {
   std::uint64_t released_ = 0;
 };
 
+}  // namespace
+
+void set_resplit_keys(SubObject& obj, std::span<const std::uint64_t> shards, std::span<const CompressionValue> entries) {
+  using msgpack::Value;
+  msgpack::Array counts, offsets;
+  bool any_split = false, any_compressed = false;
+  std::uint64_t first = 0;
+  for (std::uint64_t n : shards) {
+    counts.push_back(Value::uinteger(n));
+    offsets.push_back(Value::uinteger(first));
+    first += n;
+    any_split |= n > 1;
+  }
+  for (const CompressionValue& e : entries) any_compressed |= e.compresses();
+  if (any_split || obj.header.find("split-num-sub-frames") != nullptr || obj.header.find("split-offsets") != nullptr) {
+    obj.header.set("split-num-sub-frames", Value::array(std::move(counts)));
+    obj.header.set("split-offsets", Value::array(std::move(offsets)));
+  }
+  if (any_compressed || obj.header.find("compression") != nullptr) set_frame_compression(obj, entries);
+}
+
+namespace {
+
 class ObjectRecoder {
  public:
   ObjectRecoder(const TranscodeOptions& opt, TranscodeReport& rep, PageBuffer* storage,
@@ -279,6 +302,46 @@ class ObjectRecoder {
   Status recode(SubObject& obj) {
     if (obj.kind == Placeholder::pickled) return recode_pickled(obj);
     return recode_serialized(obj);
+  }
+
+  // True when recode() may change `obj`'s data frames other than by their
+  // codec: a __Pickled__ object, or, with a pickle protocol, an error
+  // dict's exception or a data pickle anywhere in the sub-header (looked
+  // for at every depth, whichever depth recode_serialized() reaches).
+  bool touches_data(const SubObject& obj) const {
+    if (obj.kind == Placeholder::pickled) return true;
+    if (!opt_.pickle_protocol) return false;
+    return is_error_pickle(obj) || holds_data_pickle(obj.header);
+  }
+
+  // ObjectTranscoder::inlines().
+  bool inlines(const SubObject& obj) const {
+    if (obj.kind != Placeholder::serialized || !opt_.pickle_protocol || *opt_.pickle_protocol < 3) return false;
+    if (*opt_.pickle_protocol == 5 && !opt_.inline_buffers) return false;
+    if (is_error_pickle(obj) || obj.header.find("sub-headers") != nullptr) return false;
+    return data_pickle_of(obj.header) != DataPickle::none;
+  }
+
+  // ObjectTranscoder::recode_inlining(): recode_serialized() up to and
+  // with recode_data(), on frames already merged, the larger buffers left
+  // as gaps.
+  Status recode_inlining(SubObject& obj, std::vector<Bytes>& merged, std::size_t gap_bytes,
+                         std::vector<pickle::BufferGap>& gaps) {
+    if (opt_.layout_cpu) {
+      if (auto st = convert_layout(obj); !st) return st;
+    }
+    if (auto st = recode_header_pickles(obj.header); !st) return st;
+    bool changed = false;
+    gap_bytes_ = gap_bytes;
+    Status st = recode_data(obj.header, merged, changed);
+    gap_bytes_ = 0;
+    gaps = changed ? std::move(gaps_) : std::vector<pickle::BufferGap>{};
+    gaps_.clear();
+    if (!st) return st;
+    if (!changed || merged.size() != 1)
+      return make_error(Errc::internal, "an inlining pickle recode kept buffers out of band");
+    changed_ = true;
+    return {};
   }
 
   // A pickle without out-of-band buffers, re-emitted at the target protocol;
@@ -322,8 +385,10 @@ class ObjectRecoder {
     pickle::RecodeOptions ro;
     ro.target_protocol = *opt_.pickle_protocol;
     ro.inline_buffers = opt_.inline_buffers;
+    ro.gap_bytes = gap_bytes_;
     auto r = pickle::recode(frames[0], buffers, ro, opt_.limits);
     if (!r) return rebase_error(std::move(r).error(), kNoOffset).add_context(what);
+    gaps_ = std::move(r->gaps);
     bool same = r->pickle.size() == frames[0].size() &&
                 std::equal(r->pickle.begin(), r->pickle.end(), frames[0].data()) &&
                 r->out_of_band.size() == buffers.size();
@@ -384,6 +449,19 @@ class ObjectRecoder {
     return Value::array(std::move(a));
   }
 
+  // Whether a header or any map inside it holds a data pickle.
+  static bool holds_data_pickle(const Value& v) {
+    if (v.is_map()) {
+      if (data_pickle_of(v) != DataPickle::none) return true;
+      for (const auto& [k, e] : v.as_map())
+        if (holds_data_pickle(e)) return true;
+    } else if (v.is_array()) {
+      for (const Value& e : v.as_array())
+        if (holds_data_pickle(e)) return true;
+    }
+    return false;
+  }
+
   // Which pickle a (sub-)header's data frames hold: the `pickle` family, a
   // numpy object array, or nothing.
   enum class DataPickle { none, pickle_family, numpy_object };
@@ -427,18 +505,7 @@ class ObjectRecoder {
     if (!codecs) return std::move(codecs).error();
 
     if (opt_.layout_cpu) {
-      auto layout = convert_object_to_cpu(obj, &read_class, opt_.limits.max_msgpack_depth);
-      if (!layout) return std::move(layout).error();
-      for (LayoutResult& r : *layout) {
-        if (r.outcome == LayoutOutcome::converted) {
-          ++rep_.arrays_converted;
-          changed_ = true;
-          continue;
-        }
-        std::string what = obj.path + r.path + ": " + r.type + " cannot become a CPU object: " + r.reason;
-        if (!opt_.keep_unconvertible) return make_error(Errc::unsupported, what + " (--keep-unconvertible leaves it as it is)");
-        rep_.unconvertible.push_back(std::move(what));
-      }
+      if (auto st = convert_layout(obj); !st) return st;
       codecs = frame_compression(obj);  // false entries may have become nil
       if (!codecs) return std::move(codecs).error();
     }
@@ -494,6 +561,24 @@ class ObjectRecoder {
     return {};
   }
 
+  // GPU objects of `obj`, at every depth Dask nests them, to the CPU
+  // layout (opt_.layout_cpu).
+  Status convert_layout(SubObject& obj) {
+    auto layout = convert_object_to_cpu(obj, &read_class, opt_.limits.max_msgpack_depth);
+    if (!layout) return std::move(layout).error();
+    for (LayoutResult& r : *layout) {
+      if (r.outcome == LayoutOutcome::converted) {
+        ++rep_.arrays_converted;
+        changed_ = true;
+        continue;
+      }
+      std::string what = obj.path + r.path + ": " + r.type + " cannot become a CPU object: " + r.reason;
+      if (!opt_.keep_unconvertible) return make_error(Errc::unsupported, what + " (--keep-unconvertible leaves it as it is)");
+      rep_.unconvertible.push_back(std::move(what));
+    }
+    return {};
+  }
+
   // The exception or traceback of one of Dask's error dicts
   // (core/recode/error_pickles.h).
   bool is_error_pickle(const SubObject& obj) const {
@@ -510,11 +595,9 @@ class ObjectRecoder {
   Status resplit(SubObject& obj, const std::vector<Bytes>& frames, Codec codec) {
     std::vector<Bytes> wire;
     std::vector<CompressionValue> entries;
-    msgpack::Array counts, offsets;
-    bool any_split = false, any_compressed = false;
+    std::vector<std::uint64_t> counts;
     const std::uint64_t shard = std::max<std::uint64_t>(opt_.shard_bytes, 1);
     for (const Bytes& f : frames) {
-      offsets.push_back(Value::uinteger(wire.size()));
       std::uint64_t pieces = 0;
       for (std::uint64_t at = 0; at < f.size() || (at == 0 && f.size() == 0); at += shard) {
         const std::uint64_t len = std::min<std::uint64_t>(shard, f.size() - at);
@@ -522,22 +605,16 @@ class ObjectRecoder {
         auto c = compress_one(piece, codec);
         if (!c) return std::move(c).error();
         if (c->second.compresses()) ++rep_.frames_recompressed;
-        any_compressed |= c->second.compresses();
         wire.push_back(std::move(c->first));
         entries.push_back(std::move(c->second));
         ++pieces;
         if (f.size() == 0) break;
       }
-      any_split |= pieces > 1;
-      counts.push_back(Value::uinteger(pieces));
+      counts.push_back(pieces);
     }
     obj.frames = std::move(wire);
     changed_ = true;
-    if (any_split || obj.header.find("split-num-sub-frames") != nullptr || obj.header.find("split-offsets") != nullptr) {
-      obj.header.set("split-num-sub-frames", Value::array(std::move(counts)));
-      obj.header.set("split-offsets", Value::array(std::move(offsets)));
-    }
-    if (any_compressed || obj.header.find("compression") != nullptr) set_frame_compression(obj, entries);
+    set_resplit_keys(obj, counts, entries);
     return {};
   }
 
@@ -656,12 +733,59 @@ class ObjectRecoder {
   const TranscodeOptions& opt_;
   TranscodeReport& rep_;
   PageBuffer* storage_;
+  // recode_inlining(): buffers of this size or more are left as gaps.
+  std::size_t gap_bytes_ = 0;
+  std::vector<pickle::BufferGap> gaps_;
   std::vector<std::pair<std::size_t, ErrorPart>> error_objects_;  // header frame, part
   bool changed_ = false;  // some object's header or frames differ from the input
 
  public:
   bool changed() const { return changed_; }
 };
+
+// Whether frame 0 of a message may hold pickles in plain fields that the
+// pickle protocol of `options` recodes: Dask's conventions put them there
+// by op and key (core/recode/field_pickles.h).
+bool recodes_field_pickles(const Message& message, const TranscodeOptions& options) {
+  return options.pickle_protocol.has_value() && !message.is_handshake() && !message.original_frames.empty() &&
+         may_hold_field_pickles(message.original_frames[0].span());
+}
+
+// The pickles frame 0 holds as bin, recoded in place: those of Dask's
+// error dicts (the scheduler's KilledWorker; `errors`) and those Dask puts
+// in plain fields by op and key (a result's type, client.run's function, a
+// plugin; `fields`). True when one changed. The whole-message path and the
+// in-place one (ObjectTranscoder::recode_root) both come here.
+Result<bool> recode_root_pickles(ObjectRecoder& recoder, msgpack::Value& root, bool errors, bool fields) {
+  bool changed = false;
+  std::optional<Error> failed;
+  auto recode = [&](msgpack::Value& v, const std::string& what) {
+    if (failed) return;
+    auto r = recoder.recode_plain(v.as_bin(), what.c_str());
+    if (!r) {
+      failed = std::move(r).error().add_context("frame 0");
+    } else if (*r) {
+      v = msgpack::Value::bin(std::move(**r));
+      changed = true;
+    }
+  };
+  if (errors) {
+    for_each_error_bin(root, [&](ErrorPart part, msgpack::Value& v) {
+      recode(v, part == ErrorPart::exception ? "exception pickle" : "traceback pickle");
+    });
+  }
+  if (fields) {
+    for_each_field_pickle(root, [&](std::string_view op, std::string_view key, msgpack::Value& v) {
+      std::string what(op);
+      what += ' ';
+      what += key;
+      what += " pickle";
+      recode(v, what);
+    });
+  }
+  if (failed) return std::move(*failed);
+  return changed;
+}
 
 msgpack::Value rewrite_handshake(const msgpack::Value& root, const TranscodeOptions& opt) {
   msgpack::Value out = root;
@@ -705,40 +829,11 @@ Result<std::vector<Bytes>> transcode_message(Message&& message, const TranscodeO
   for (SubObject& obj : message.objects) {
     if (auto st = recoder.recode(obj); !st) return std::move(st).error().add_context(obj.path);
   }
-  // Those that frame 0 holds as bin (the scheduler's KilledWorker).
+  // Those that frame 0 holds as bin.
   bool root_changed = handshake;
-  if (error_pickles) {
-    std::optional<Error> failed;
-    for_each_error_bin(message.root, [&](ErrorPart part, msgpack::Value& v) {
-      if (failed) return;
-      auto r = recoder.recode_plain(v.as_bin(), part == ErrorPart::exception ? "exception pickle" : "traceback pickle");
-      if (!r) {
-        failed = std::move(r).error().add_context("frame 0");
-      } else if (*r) {
-        v = msgpack::Value::bin(std::move(**r));
-        root_changed = true;
-      }
-    });
-    if (failed) return std::move(*failed);
-  }
-  // The pickles Dask puts in plain fields by op and key: a result's type,
-  // client.run's function, a plugin (core/recode/field_pickles.h).
-  if (options.pickle_protocol && !handshake && !message.original_frames.empty() &&
-      may_hold_field_pickles(message.original_frames[0].span())) {
-    std::optional<Error> failed;
-    for_each_field_pickle(message.root, [&](std::string_view op, std::string_view key, msgpack::Value& v) {
-      if (failed) return;
-      const std::string what = std::string(op) + " " + std::string(key) + " pickle";
-      auto r = recoder.recode_plain(v.as_bin(), what.c_str());
-      if (!r) {
-        failed = std::move(r).error().add_context("frame 0");
-      } else if (*r) {
-        v = msgpack::Value::bin(std::move(**r));
-        root_changed = true;
-      }
-    });
-    if (failed) return std::move(*failed);
-  }
+  auto root = recode_root_pickles(recoder, message.root, error_pickles, recodes_field_pickles(message, options));
+  if (!root) return std::move(root).error();
+  root_changed |= *root;
   // Nothing was recoded: the message goes out as it came, byte for byte.
   if (!root_changed && !recoder.changed()) {
     for (const Bytes& f : message.original_frames) report.bytes_out += f.size();
@@ -755,5 +850,58 @@ Result<std::vector<Bytes>> transcode_message(const Message& message, const Trans
   Message copy = message;
   return transcode_message(std::move(copy), options, report);
 }
+
+// ---- object by object -------------------------------------------------------
+
+struct ObjectTranscoder::State {
+  State(const Message& message, const TranscodeOptions& options, TranscodeReport& report)
+      : opt(options),
+        headers_opt(without_codec(options)),
+        errors(options.pickle_protocol.has_value() && !message.is_handshake() && may_hold_errors(message)),
+        fields(recodes_field_pickles(message, options)),
+        whole(opt, report, nullptr, errors ? error_objects(message) : std::vector<std::pair<std::size_t, ErrorPart>>{}),
+        headers(headers_opt, report, nullptr, {}) {}
+  static TranscodeOptions without_codec(TranscodeOptions o) {
+    o.codec.reset();
+    return o;
+  }
+  const TranscodeOptions opt;
+  // recode_header(): the whole object's recode without a codec changes its
+  // header and no frame (header_only()); the codec is the caller's.
+  const TranscodeOptions headers_opt;
+  const bool errors;
+  const bool fields;
+  ObjectRecoder whole;
+  ObjectRecoder headers;
+};
+
+ObjectTranscoder::ObjectTranscoder(const Message& message, const TranscodeOptions& options, TranscodeReport& report)
+    : state_(std::make_unique<State>(message, options, report)) {}
+
+ObjectTranscoder::~ObjectTranscoder() = default;
+
+bool ObjectTranscoder::header_only(const SubObject& obj) const { return !state_->whole.touches_data(obj); }
+
+Status ObjectTranscoder::recode_header(SubObject& obj) {
+  if (!header_only(obj)) return make_error(Errc::internal, "recode_header() of an object whose data frames change");
+  return state_->headers.recode(obj);
+}
+
+Status ObjectTranscoder::recode(SubObject& obj) { return state_->whole.recode(obj); }
+
+bool ObjectTranscoder::inlines(const SubObject& obj) const { return state_->whole.inlines(obj); }
+
+Status ObjectTranscoder::recode_inlining(SubObject& obj, std::vector<Bytes>& merged, std::size_t gap_bytes,
+                                         std::vector<pickle::BufferGap>& gaps) {
+  if (!inlines(obj)) return make_error(Errc::internal, "recode_inlining() of an object that does not inline");
+  return state_->whole.recode_inlining(obj, merged, gap_bytes, gaps);
+}
+
+Result<bool> ObjectTranscoder::recode_root(msgpack::Value& root) {
+  if (!state_->errors && !state_->fields) return false;
+  return recode_root_pickles(state_->whole, root, state_->errors, state_->fields);
+}
+
+bool ObjectTranscoder::changed() const { return state_->whole.changed() || state_->headers.changed(); }
 
 }  // namespace daskcaps

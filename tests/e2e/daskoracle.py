@@ -537,6 +537,29 @@ def small_dumps_stream(path):
     return [label for label, _ in labelled]
 
 
+def large_pickle_stream(path, mib):
+    """A raw stream (a handshake, then one message) at `path` whose object
+    is this Dask's dumps() of a float64 array of `mib` MiB with the pickle
+    serializer: a protocol-5 pickle and its out-of-band buffer, compressed
+    as this Dask compresses it. Returns the array's length."""
+    import msgpack
+    import numpy as np
+    from distributed.protocol import dumps, to_serialize
+
+    n = (mib << 20) // 8
+    frames = dumps({"op": "echo", "data": to_serialize(np.arange(n, dtype="<f8") % 1000)}, serializers=["pickle"])
+    frames = [bytes(memoryview(f).cast("B")) if not isinstance(f, bytes) else f for f in frames]
+
+    def wire(fs):
+        prelude = struct.pack(f"<Q{len(fs)}Q", len(fs), *map(len, fs))
+        return struct.pack("<Q", len(prelude) + sum(map(len, fs))) + prelude + b"".join(fs)
+
+    hs = wire([msgpack.dumps({"compression": None, "python": list(sys.version_info[:3]), "pickle-protocol": 5})])
+    with open(path, "wb") as f:
+        f.write(hs + wire(frames))
+    return n
+
+
 # ---- the loop -----------------------------------------------------------
 
 def _serve(functions=None):

@@ -182,6 +182,44 @@ class Transcode:
                         self.assertGreater(seen, 0)
                         self.assert_loads_equal(names, out)
 
+    def test_every_recode_in_place_is_the_whole_path(self):
+        """Every message recoded in place (--in-place-bytes 1) with layout
+        and pickle options too gives the bytes of the whole-message path,
+        and this Dask loads them."""
+        option_sets = [["--pickle-protocol", "4"], ["--pickle-protocol", "4", "--codec", "zstd"],
+                       ["--pickle-protocol", "5", "--inline-buffers", "--codec", "none"],
+                       ["--layout", "cpu", "--codec", "lz4"], ["--layout", "cpu", "--pickle-protocol", "4"]]
+        for source in [None, "lz4"]:
+            for names, data in self.streams_by_options(source):
+                for options in option_sets:
+                    with self.subTest(source=source, options=options, first=names[0]):
+                        placed = self.run_transcode(data, *options, "--in-place-bytes", "1")
+                        whole = self.run_transcode(data, *options, "--in-place-bytes", "0")
+                        self.assertEqual(placed, whole)
+                        self.assert_loads_equal(names, placed)
+
+    def test_inlined_buffer_streamed_loads(self):
+        """A pickle with an 8 MiB out-of-band buffer (this Dask's dumps)
+        to protocols 4 and 3: the buffer streamed from its frames into
+        the pickle's place (the codec changed or kept) is the whole path's
+        bytes, and this Dask loads the array."""
+        with tempfile.TemporaryDirectory() as d:
+            src = os.path.join(d, "big.stream")
+            n = self.dask.oracle().call("large_pickle_stream", src, 8)
+            with open(src, "rb") as f:
+                data = f.read()
+        for options in (["--pickle-protocol", "4"], ["--pickle-protocol", "4", "--codec", "zstd"],
+                        ["--pickle-protocol", "3", "--codec", "none"]):
+            with self.subTest(options=options):
+                placed = self.run_transcode(data, *options, "--in-place-bytes", "1")
+                whole = self.run_transcode(data, *options, "--in-place-bytes", "0")
+                self.assertEqual(placed, whole)
+                got = self.dask.oracle().call("loads_messages", placed)
+                self.assertEqual(len(got), 1)
+                self.assertTrue(corpus.values_equal(np.arange(n, dtype="<f8") % 1000, got[0]["data"]))
+                for where, p in pickles_in(daskwire.split_stream(placed)[1]):
+                    self.assertLessEqual(max_opcode_protocol(p), int(options[1]), where)
+
     def test_protocol4_and_codec_together(self):
         for names, data in self.streams_by_options("zstd"):
             out = self.run_transcode(data, "--pickle-protocol", "4", "--codec", "lz4")

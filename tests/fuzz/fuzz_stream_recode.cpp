@@ -1,14 +1,20 @@
 // fuzz_stream_recode: recoding window by window (core/recode/stream_recode.h)
 // against recoding whole frames (transcode_message with every frame
-// decoded whole), on untrusted messages whose codecs alone change.
+// decoded whole), on untrusted messages, with any codec, pickle protocol
+// and layout options.
 //
 // Input: byte 0 bits 0-2 pick the target codec (0 none, 1 lz4, 2 zstd,
 // 3 snappy, 4 zlib, else zstd), bit 3 scales Dask's maybe_compress
 // thresholds down to 64 bytes (so that small fuzz frames are compressed
-// too), bit 4 lets the receiver read lz4 (accept_codecs); byte 1 bit 0
-// leaves the data frames in a store (as the raw stream reader leaves a
-// large message's); the rest is a raw stream whose first message is
-// recoded.
+// too), bit 4 lets the receiver read lz4 (accept_codecs), bit 5 keeps every
+// frame's codec (no --codec); byte 1 bit 0 leaves the data frames in a
+// store (as the raw stream reader leaves a large message's), bit 1 asks
+// for the CPU layout (bit 4: keeping what cannot be converted), bits 2-3
+// for a pickle protocol (0 none, 1: 4, 2: 5 with buffers inlined, 3: 3),
+// bit 5 cuts shards at 64 KiB (so that pickles that inline their buffers
+// are cut), bit 6 streams inlined buffers from 64 KiB (not 1 MiB:
+// TranscodeOptions::stream_frame_bytes 0 in place); the rest is a raw
+// stream whose first message is recoded.
 //
 // Properties:
 //  1. what transcode_message_in_place writes, when it succeeds, is byte for
@@ -93,6 +99,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     o.rules.sample_size = 64;
   }
   if (ctl.byte(0) & 16) o.accept_codecs = {Codec::lz4};
+  if (ctl.byte(0) & 32) o.codec.reset();
+  o.layout_cpu = (ctl.byte(1) & 2) != 0;
+  o.keep_unconvertible = (ctl.byte(1) & 16) != 0;
+  static constexpr int kProtocols[] = {0, 4, 5, 3};
+  if (const int p = kProtocols[(ctl.byte(1) >> 2) & 3]; p != 0) {
+    o.pickle_protocol = p;
+    o.inline_buffers = p == 5;
+  }
+  if (ctl.byte(1) & 32) o.shard_bytes = std::uint64_t{64} << 10;
+  if (ctl.byte(1) & 64) o.stream_frame_bytes = 0;
   o.compress.zstd_level = 1;
 
   auto step = decode_frames(ctl.rest(), o.limits);
@@ -122,6 +138,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     sink.bytes.resize_uninitialised(static_cast<std::size_t>(*n));
     FUZZ_CHECK(sink.bytes == *expected);
     FUZZ_CHECK(r.frames_recompressed == wr.frames_recompressed);
+    FUZZ_CHECK(r.pickles_recoded == wr.pickles_recoded);
+    FUZZ_CHECK(r.buffers_inlined == wr.buffers_inlined);
+    FUZZ_CHECK(r.arrays_converted == wr.arrays_converted);
   } else {
     (void)n.error().message();
   }

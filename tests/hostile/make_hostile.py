@@ -23,6 +23,12 @@ to make the tool allocate far more than it holds or than it is worth:
   true-bomb       (not among the above; --true-bombs) frames of every codec
                   that really decode to 256 MiB or 1 GiB, sized and unsized,
                   at the default limits
+  window-recode   (not among the above; --window-recodes) real data recoded
+                  with a layout or pickle change too: a 256 MiB lz4 bomb
+                  inside a protocol-5 pickle (its buffer inlined below 5), a
+                  pickle with a 64 MiB raw out-of-band buffer, a 1 GiB
+                  CuPy-layout result in one lz4 frame; each input names its
+                  transcode option sets ("recodes")
 
 A bomb whose claim is true and within the limit is ordinary data: the tool
 must decode it, and it costs its size. Those are written only together with
@@ -617,6 +623,63 @@ def zlib_zeros(n):
     last = zlib.compressobj(6, zlib.DEFLATED, -15).flush()  # an empty final block
     adler = ((n % 65521) << 16) | 1  # of zeros: A stays 1, B adds it n times
     return b"\x78\x9c" + chunk * (n >> 20) + last + struct.pack(">I", adler)
+
+
+def class_pickle(module, name):
+    """The protocol-5 pickle of a class by reference, as Dask's
+    type-serialized (pickle.dumps(cls, protocol=5))."""
+    body = (b"\x8c" + bytes([len(module)]) + module.encode() + b"\x94\x8c" + bytes([len(name)]) + name.encode()
+            + b"\x94\x93\x94.")
+    return b"\x80\x05\x95" + struct.pack("<Q", len(body)) + body
+
+
+def cupy_result(frame, codec, shape, typestr="<f8"):
+    """A gather reply holding one CuPy array as Dask's `dask` serializer
+    for CuPy writes it (distributed/protocol/cupy.py), its one data frame
+    `frame` compressed with `codec`."""
+    itemsize = int(typestr[2:])
+    strides = [itemsize * n for n in shape[1:]] + [itemsize]
+    header = {"sub-header": {"shape": list(shape), "typestr": typestr, "descr": [["", typestr]],
+                             "strides": strides, "data": [140000000000000, False], "version": 3},
+              "type": "cupy.ndarray", "type-serialized": class_pickle("cupy", "ndarray"), "serializer": "dask",
+              "split-num-sub-frames": [1], "split-offsets": [0], "compression": [codec], "num-sub-frames": 1}
+    root = {"op": "gather-reply", "status": "OK", "data": {"x": {"__Serialized__": 1}}}
+    return message([packb(root), packb(header), frame])
+
+
+# Option sets of transcode for the window recodes: a layout change, a
+# pickle change (that inlines the buffers), both, with and without a codec.
+LAYOUT_RECODES = [["--layout", "cpu", "--codec", "none"], ["--layout", "cpu", "--codec", "zstd"],
+                  ["--layout", "cpu", "--pickle-protocol", "4", "--codec", "none"]]
+PICKLE_RECODES = [["--pickle-protocol", "4", "--codec", "none"], ["--pickle-protocol", "4", "--codec", "zstd"],
+                  ["--pickle-protocol", "4"], ["--pickle-protocol", "5", "--inline-buffers", "--codec", "lz4"],
+                  ["--layout", "cpu", "--codec", "none"]]
+
+
+def window_recodes(out_dir):
+    """Writes the window-recode inputs (see the module's docstring);
+    returns their manifest."""
+    os.makedirs(out_dir, exist_ok=True)
+    n = TRUE_BOMB_SIZES["256m"]
+    inputs = [
+        ("window-pickle-lz4-256m", one_buffer(lz4_zeros(n), "lz4"), n, PICKLE_RECODES,
+         "a protocol-5 pickle whose out-of-band buffer is a true lz4 bomb of 256 MiB"),
+        ("window-pickle-raw-64m", one_buffer(bytes(64 << 20), None), 64 << 20, PICKLE_RECODES[:3],
+         "a protocol-5 pickle with a raw out-of-band buffer of 64 MiB"),
+        ("window-cupy-lz4-1g", cupy_result(lz4_zeros(1 << 30), "lz4", [1 << 27]), 1 << 30, LAYOUT_RECODES,
+         "a CuPy-layout result of 1 GiB in one lz4 frame"),
+    ]
+    manifest = []
+    for name, msg, claim, recodes, note in inputs:
+        path = os.path.join(out_dir, name + ".stream")
+        data = stream(msg)
+        with open(path, "wb") as f:
+            f.write(data)
+        manifest.append({"file": os.path.basename(path), "class": "window-recode", "kind": name, "bytes": len(data),
+                         "claim": claim, "note": note, "flags": [], "recodes": recodes})
+    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    return manifest
 
 
 def true_bombs(out_dir, sizes):

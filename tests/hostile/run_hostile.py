@@ -97,6 +97,11 @@ def commands_for(entry, path, out_dir):
     flags = list(entry.get("flags", []))
     target = TARGETS.get(entry["class"], "zstd")
     out = os.path.join(out_dir, "out.stream")
+    if entry["class"] == "window-recode":
+        # Real data whose layout or pickles change too (every recode in a
+        # window of memory).
+        return [(f"transcode {' '.join(r)}", ["transcode", path, "-o", out, *r, *flags], out)
+                for r in entry["recodes"]]
     if entry["class"] == "true-bomb":
         # Real data: decoded and written again to every codec, its codec
         # alone changing (the streaming path).
@@ -176,6 +181,8 @@ def main():
     ap.add_argument("--seed", default="10")
     ap.add_argument("--corpus", help="run this corpus (with its manifest.json) instead of generating one")
     ap.add_argument("--true-bombs", help="generate and run the true bombs of these sizes (256m,1g) instead")
+    ap.add_argument("--window-recodes", action="store_true",
+                    help="generate and run the window-recode inputs (layout and pickle changes) instead")
     ap.add_argument("--rss-mib", type=float,
                     default=float(os.environ.get("DASKCAPS_HOSTILE_RSS_MIB", "256")))
     ap.add_argument("--hang-seconds", type=float, default=300)
@@ -183,7 +190,10 @@ def main():
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
-        if args.true_bombs:
+        if args.window_recodes:
+            corpus = tmp
+            manifest = make_hostile.window_recodes(corpus)
+        elif args.true_bombs:
             corpus = tmp
             manifest = make_hostile.true_bombs(corpus, [x for x in args.true_bombs.split(",") if x])
         elif args.corpus:

@@ -81,6 +81,17 @@ struct WriteOptions {
   int protocol = 5;
   /// At protocol 5, write out-of-band buffers inside the pickle.
   bool inline_buffers = false;
+  /// Inlined buffers of at least this many bytes (0: none; at least
+  /// kMinGapBytes, pickle.h), at protocol 3 and above, are not copied:
+  /// Written::gaps says where their bytes go.
+  std::size_t gap_bytes = 0;
+};
+
+/// An inlined buffer whose bytes the output leaves out: they belong at
+/// `at` of Written::pickle (before the byte there), all of buffer `buffer`.
+struct Gap {
+  std::size_t at = 0;
+  std::size_t buffer = 0;
 };
 
 struct Written {
@@ -88,6 +99,8 @@ struct Written {
   /// Indices (into the graph's buffers) of the buffers that stay out of
   /// band, in NEXT_BUFFER order.
   std::vector<std::size_t> out_of_band;
+  /// With WriteOptions::gap_bytes, in order of `at`.
+  std::vector<Gap> gaps;
 };
 
 /// Writes `graph` for `options.protocol` (0-5; anything else is Errc::usage).

@@ -43,6 +43,7 @@ namespace daskcaps::pickle::detail {
 constexpr std::uint32_t kNoMemo = 0xFFFFFFFFu;
 constexpr std::size_t kFrameHeader = 9;
 constexpr std::size_t kFrameTarget = 64 * 1024;  // CPython's FRAME_SIZE_TARGET
+static_assert(kMinGapBytes >= kFrameTarget, "a gap must lie outside every FRAME");
 constexpr std::size_t kFrameMin = 4;             // CPython's FRAME_SIZE_MIN
 constexpr std::uint64_t kBatch = 1000;           // CPython's BATCHSIZE
 constexpr std::uint32_t kEnd = Graph::kEnd;
@@ -95,7 +96,8 @@ struct Task {
 class Writer {
  public:
   Writer(const Graph& g, const WriteOptions& o, const Limits& l)
-      : g_(g), proto_(o.protocol), inline_(o.inline_buffers || o.protocol < 5), limits_(l) {
+      : g_(g), proto_(o.protocol), inline_(o.inline_buffers || o.protocol < 5),
+        gap_bytes_(o.gap_bytes == 0 || o.protocol < 3 ? 0 : std::max(o.gap_bytes, kMinGapBytes)), limits_(l) {
     detail::reserve_large(memo_, g.size());
     memo_.assign(g.size(), kNoMemo);
     making_.assign(g.size(), false);
@@ -113,7 +115,7 @@ class Writer {
   // needs more room can cross it (room() then sets overflow_).
   [[gnu::noinline]] bool room(std::size_t n) {
     const std::size_t want = len_ + n;
-    if (want > limits_.max_pickle_output_bytes) {
+    if (want + gapped_ > limits_.max_pickle_output_bytes) {
       overflow_ = true;
       return false;
     }
@@ -161,8 +163,15 @@ class Writer {
   // Appends a big payload without zero-filling its room first.
   void raw_big(ByteSpan data) {
     if (framing_ && frame_start_ == kNoFrame) start_frame();
-    if (len_ + data.size() > limits_.max_pickle_output_bytes) {
+    if (len_ + gapped_ + data.size() > limits_.max_pickle_output_bytes) {
       overflow_ = true;
+      return;
+    }
+    if (gap_data_ != nullptr && data.data() == gap_data_ && data.size() == gap_size_) {
+      // The buffer's bytes are the caller's to write here (WriteOptions::gap_bytes).
+      gaps_.push_back({len_, gap_buffer_});
+      gapped_ += data.size();
+      gap_data_ = nullptr;
       return;
     }
     out_.resize_uninitialised(len_);
@@ -414,7 +423,15 @@ class Writer {
   const Graph& g_;
   const int proto_;
   const bool inline_;
+  const std::size_t gap_bytes_;  // WriteOptions::gap_bytes, 0 below protocol 3, else at least kBigWrite
   const Limits& limits_;
+  // The inlined buffer being written, when it is left as a gap: raw_big()
+  // meets its bytes (save_bytes_like and save_bytearray_like pass them on).
+  const std::uint8_t* gap_data_ = nullptr;
+  std::size_t gap_size_ = 0;
+  std::size_t gap_buffer_ = 0;
+  std::uint64_t gapped_ = 0;  // bytes left out so far (they count against the output limit)
+  std::vector<Gap> gaps_;
   Buffer out_;
   std::size_t len_ = 0;
   Buffer scratch_;

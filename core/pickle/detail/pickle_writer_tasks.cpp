@@ -370,7 +370,13 @@ bool Writer::save_complex(NodeId id) {
                                      "which bytes do not take; keep it out of band (protocol 5, no inlining)",
                                  g_.source_offset(id)));
         }
+        if (gap_bytes_ != 0 && buf.data.size() >= gap_bytes_) {
+          gap_data_ = buf.data.data();
+          gap_size_ = buf.data.size();
+          gap_buffer_ = index;
+        }
         memo_[id] = readonly ? save_bytes_like(buf.data, id) : save_bytearray_like(buf.data, id);
+        gap_data_ = nullptr;
         if (failed_) return false;
       }
       if (n.ops != kEnd) {
@@ -826,7 +832,8 @@ Result<Written> Writer::run() {
     // a regrowth would copy everything written so far.
     for (const OutOfBandBuffer& b : g_.buffers()) {
       // Below 3, bytes go out as the UTF-8 of a Latin-1 str: up to twice as long.
-      estimate += b.data.size() * (proto_ < 3 ? 2 : 1) + 128;
+      if (gap_bytes_ == 0 || b.data.size() < gap_bytes_) estimate += b.data.size() * (proto_ < 3 ? 2 : 1);
+      estimate += 128;
     }
     estimate += 4096;
   }
@@ -868,6 +875,7 @@ Result<Written> Writer::run() {
   Written w;
   w.pickle = std::move(out_);
   w.out_of_band = std::move(out_of_band_);
+  w.gaps = std::move(gaps_);
   return w;
 }
 

@@ -147,6 +147,62 @@ TEST_CASE("pickle_writer: out-of-band buffers stay out of band at 5, else go in 
   CHECK(g->text(g->root()) == "abc");
 }
 
+TEST_CASE("pickle_writer: large inlined buffers left as gaps are the inlined pickle without their bytes") {
+  // A list of a large writeable buffer, a small one, a large read-only one
+  // and the first again (memoized: written once).
+  Buffer big1(200 << 10, 0), small(100, 0), big2(kMinGapBytes, 0);
+  for (std::size_t i = 0; i < big1.size(); ++i) big1[i] = static_cast<std::uint8_t>(i * 7);
+  for (std::size_t i = 0; i < big2.size(); ++i) big2[i] = static_cast<std::uint8_t>(i * 13);
+  const OutOfBandBuffer bufs[3] = {{big1, true}, {small, true}, {big2, false}};
+  auto p = PickleBuilder()
+               .proto(5)
+               .op(op::MARK)
+               .op(op::NEXT_BUFFER)
+               .op(op::MEMOIZE)
+               .op(op::NEXT_BUFFER)
+               .op(op::NEXT_BUFFER)
+               .op(op::BINGET)
+               .u8(0)
+               .op(op::LIST)
+               .stop();
+  for (int target : {3, 4, 5}) {
+    CAPTURE(target);
+    RecodeOptions o;
+    o.target_protocol = target;
+    o.inline_buffers = true;
+    auto whole = recode(p, bufs, o);
+    REQUIRE(whole);
+    o.gap_bytes = 1;  // counts as kMinGapBytes: the small buffer is written
+    auto gapped = recode(p, bufs, o);
+    REQUIRE(gapped);
+    REQUIRE(gapped->gaps.size() == 2);
+    CHECK(gapped->gaps[0].buffer == 0);
+    CHECK(gapped->gaps[1].buffer == 2);
+    Buffer filled;
+    std::size_t from = 0;
+    for (const BufferGap& g : gapped->gaps) {
+      filled.append(gapped->pickle.data() + from, g.at - from);
+      filled.append(bufs[g.buffer].data.data(), bufs[g.buffer].data.size());
+      from = g.at;
+    }
+    filled.append(gapped->pickle.data() + from, gapped->pickle.size() - from);
+    CHECK(filled == whole->pickle);
+    // The limit counts the gaps' bytes as written.
+    Limits tight;
+    tight.max_pickle_output_bytes = whole->pickle.size() - 1;
+    auto over = recode(p, bufs, o, tight);
+    REQUIRE(!over);
+    CHECK(over.error().code == Errc::limit_exceeded);
+  }
+  // Below 3 an inlined buffer becomes text: no gaps.
+  RecodeOptions o2;
+  o2.target_protocol = 2;
+  o2.gap_bytes = 1;
+  auto r2 = recode(p, bufs, o2);
+  REQUIRE(r2);
+  CHECK(r2->gaps.empty());
+}
+
 TEST_CASE("pickle_writer: lower protocols get CPython's fallbacks") {
   SUBCASE("NEWOBJ_EX below 4 is copyreg.__newobj_ex__") {
     auto p = PickleBuilder().proto(4).stack_global("m", "C").op(op::EMPTY_TUPLE).op(op::EMPTY_DICT)

@@ -13,6 +13,7 @@
 #include "daskcaps/wire/message.h"
 #include "daskcaps/wire/serialized.h"
 #include "support/dask_builder.h"
+#include "support/example_streams.h"
 #include "support/stored_frames.h"
 #include "support/test_bytes.h"
 
@@ -198,6 +199,10 @@ void check_in_place(const Message& m, const TranscodeOptions& o, int* moves = nu
     sink.bytes_.resize_uninitialised(static_cast<std::size_t>(*size));
     CHECK(sink.bytes_ == expected);
     CHECK(r.frames_recompressed == wr.frames_recompressed);
+    CHECK(r.pickles_recoded == wr.pickles_recoded);
+    CHECK(r.buffers_inlined == wr.buffers_inlined);
+    CHECK(r.arrays_converted == wr.arrays_converted);
+    CHECK(r.unconvertible == wr.unconvertible);
     CHECK(r.bytes_in == wr.bytes_in);
     CHECK(r.bytes_out == wr.bytes_out);
     if (moves) *moves += sink.moves_;
@@ -343,11 +348,162 @@ TEST_CASE("stream_recode: errors name the object and frame, as transcode_message
   u.frames = {walk(20000, 1)};
   u.compression = {str("blosc")};
   check_in_place(message_of({u}), to(Codec::zstd));
-  TranscodeOptions p = to(Codec::zstd);
-  p.pickle_protocol = 4;
+  // A handshake is rewritten whole.
+  Message hs = example_message("pickle5.stream", 0);
+  REQUIRE(hs.is_handshake());
   MemorySink sink;
   TranscodeReport r;
-  auto refused = transcode_message_in_place(message_of({a}), p, r, sink);
+  auto refused = transcode_message_in_place(hs, to(Codec::zstd), r, sink);
   REQUIRE(!refused);
   CHECK(refused.error().code == Errc::usage);
+}
+
+TEST_CASE("stream_recode: layout and pickle changes in place are what transcode_message writes") {
+  // Every combination of codec, pickle protocol and layout on the example
+  // captures: CuPy results (their headers converted, their frames
+  // streamed), protocol-5 pickles with out-of-band buffers (recoded whole,
+  // their frame counts changing frame 0), split and compressed frames.
+  std::vector<TranscodeOptions> options;
+  for (std::optional<Codec> codec : {std::optional<Codec>(), std::optional<Codec>(Codec::none),
+                                     std::optional<Codec>(Codec::lz4), std::optional<Codec>(Codec::zstd)})
+    for (std::optional<int> protocol : {std::optional<int>(), std::optional<int>(4), std::optional<int>(5)})
+      for (bool layout : {false, true}) {
+        TranscodeOptions o;
+        o.codec = codec;
+        o.pickle_protocol = protocol;
+        o.inline_buffers = protocol == 5;
+        o.layout_cpu = layout;
+        o.keep_unconvertible = true;
+        if (!o.is_identity()) options.push_back(o);
+      }
+  int checked = 0;
+  for (const char* name : {"numpy.stream", "pickle5.stream", "gpu-result.stream", "split-zstd.stream",
+                           "pandas-lz4.stream", "codec-lz4.stream"}) {
+    const auto messages = example_messages(name);
+    for (std::size_t i = 0; i < messages.size(); ++i) {
+      Message m = example_message(name, i);
+      if (!in_place_applies(m, options.front())) continue;
+      for (const TranscodeOptions& o : options) {
+        CAPTURE(name);
+        CAPTURE(i);
+        CAPTURE(o.codec ? codec_name(*o.codec) : "keep");
+        CAPTURE(o.pickle_protocol.value_or(0));
+        CAPTURE(o.layout_cpu);
+        check_in_place(m, o);
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked > 100);
+}
+
+TEST_CASE("stream_recode: a CuPy result to the CPU layout is streamed, never read whole") {
+  // The CuPy header of the example capture over a large lz4 frame.
+  Message gpu = example_message("gpu-result.stream", 1);
+  REQUIRE(gpu.objects.size() == 1);
+  const Buffer data = walk(8 << 20, 3);
+  Value h = gpu.objects[0].header;
+  h.set("compression", arr({str("lz4")}));
+  h.set("num-sub-frames", num(1));
+  std::vector<Buffer> frames{msgpack::encode(map({{"op", str("echo")}, {"x", placeholder("__Serialized__", 1)}})),
+                             msgpack::encode(h), frame_of(Codec::lz4, data)};
+  auto m = parse_message(frames_of(std::move(frames)));
+  REQUIRE(m);
+  for (std::optional<Codec> codec : {std::optional<Codec>(), std::optional<Codec>(Codec::none),
+                                     std::optional<Codec>(Codec::zstd)})
+    for (std::optional<int> protocol : {std::optional<int>(), std::optional<int>(4)}) {
+      TranscodeOptions o;
+      o.codec = codec;
+      o.pickle_protocol = protocol;
+      o.layout_cpu = true;
+      check_in_place(*m, o);
+      // Read through a store that sees every read: none of the frame whole.
+      struct Counting final : FrameStore {
+        explicit Counting(Message& m) : inner(stored(m)) {}
+        Result<std::size_t> read(std::size_t index, std::uint64_t at, std::span<std::uint8_t> into) const override {
+          largest = std::max(largest, into.size());
+          return inner.store->read(index, at, into);
+        }
+        Message inner;
+        mutable std::size_t largest = 0;
+      };
+      auto counting = std::make_shared<Counting>(*m);
+      Message in = counting->inner;
+      in.store = counting;
+      MemorySink sink;
+      TranscodeReport r;
+      auto n = transcode_message_in_place(in, o, r, sink);
+      REQUIRE(n);
+      CHECK(r.arrays_converted == 1);
+      CHECK(counting->largest <= (std::size_t{1} << 20));
+    }
+}
+
+namespace {
+
+// A `pickle`-family object whose protocol-5 pickle is a list of out-of-band
+// buffers: a compressible one in two lz4 shards, an incompressible raw one,
+// a small one; `writeable` says which become bytearray (the others bytes).
+Message buffers_message(bool writeable) {
+  const Buffer big = walk(3 << 20, 7);
+  const Buffer noise = random_bytes(2 << 20, 9);
+  const Buffer small = walk(1000, 4);
+  const std::uint8_t pickled[] = {0x80, 0x05, '(', 0x97, 0x97, 0x97, 'l', '.'};
+  std::vector<Buffer> data{Buffer(ByteSpan(pickled)),
+                           frame_of(Codec::lz4, ByteSpan(big).first(big.size() / 2)),
+                           frame_of(Codec::lz4, ByteSpan(big).subspan(big.size() / 2)), noise, small};
+  Value h = map({{"serializer", str("pickle")},
+                 {"writeable", arr({Value::boolean(writeable), Value::boolean(writeable), Value::boolean(writeable)})},
+                 {"split-num-sub-frames", arr({num(1), num(2), num(1), num(1)})},
+                 {"split-offsets", arr({num(0), num(1), num(3), num(4)})},
+                 {"compression", arr({Value::nil(), str("lz4"), str("lz4"), Value::nil(), Value::nil()})},
+                 {"num-sub-frames", num(5)}});
+  std::vector<Buffer> frames{msgpack::encode(map({{"op", str("echo")}, {"data", placeholder("__Serialized__", 1)}})),
+                             msgpack::encode(h)};
+  for (Buffer& f : data) frames.push_back(std::move(f));
+  auto m = parse_message(frames_of(std::move(frames)));
+  REQUIRE(m);
+  return std::move(*m);
+}
+
+}  // namespace
+
+TEST_CASE("stream_recode: a pickle that inlines its buffers streams them between its parts") {
+  for (bool writeable : {false, true}) {
+    const Message m = buffers_message(writeable);
+    for (int protocol : {3, 4, 5})
+      for (std::optional<Codec> codec : {std::optional<Codec>(), std::optional<Codec>(Codec::none),
+                                         std::optional<Codec>(Codec::lz4), std::optional<Codec>(Codec::zstd)})
+        for (std::uint64_t shard : {std::uint64_t{64} << 20, std::uint64_t{1} << 20}) {
+          CAPTURE(writeable);
+          CAPTURE(protocol);
+          CAPTURE(codec ? codec_name(*codec) : "keep");
+          CAPTURE(shard);
+          TranscodeOptions o;
+          o.codec = codec;
+          o.pickle_protocol = protocol;
+          o.inline_buffers = protocol == 5;
+          o.shard_bytes = shard;
+          check_in_place(m, o);
+          // The buffers go through in pieces, never read whole.
+          struct Counting final : FrameStore {
+            explicit Counting(const Message& m) : inner(stored(m)) {}
+            Result<std::size_t> read(std::size_t index, std::uint64_t at,
+                                     std::span<std::uint8_t> into) const override {
+              largest = std::max(largest, into.size());
+              return inner.store->read(index, at, into);
+            }
+            Message inner;
+            mutable std::size_t largest = 0;
+          };
+          auto counting = std::make_shared<Counting>(m);
+          Message in = counting->inner;
+          in.store = counting;
+          MemorySink sink;
+          TranscodeReport r;
+          REQUIRE(transcode_message_in_place(in, o, r, sink));
+          CHECK(r.buffers_inlined == 3);
+          CHECK(counting->largest <= (std::size_t{1} << 20));
+        }
+  }
 }
