@@ -343,7 +343,9 @@ def load_errors(path):
 def _errors_loaded(value):
     """`value` (a loaded message) with the exception and traceback pickles of
     its error dicts (core/recode/error_pickles.h) replaced by what they load
-    to: the exception's type and arguments, the traceback's frames.
+    to: the exception's type and arguments, the traceback's frames; and the
+    result types Dask pickles into the plain field "type" of task-finished
+    and key-in-memory (core/recode/field_pickles.h) by their repr.
     transcode recodes those pickles, so their bytes differ where what they
     hold does not."""
     import traceback as tbmod
@@ -365,6 +367,8 @@ def _errors_loaded(value):
                     out[key] = ("traceback", tbmod.format_tb(obj))
                 else:
                     out[key] = ("value", repr(obj))
+        if value.get("op") in ("task-finished", "key-in-memory") and isinstance(value.get("type"), (bytes, bytearray)):
+            out["type"] = ("pickled", repr(loads(value["type"])))
         return out
     if isinstance(value, (list, tuple)):
         return type(value)(_errors_loaded(v) for v in value)

@@ -111,20 +111,22 @@ class Writer {
   // len_ bytes of out_ are written. Small writes go into out_'s size (grown
   // in uninitialised chunks of kChunk, which is cheaper than a size check
   // per append); big payloads get room of their own and one memcpy.
-  // The capacity never exceeds max_pickle_output_bytes: only a write that
-  // needs more room can cross it (room() then sets overflow_).
+  // The size never exceeds max_pickle_output_bytes less the bytes left
+  // out as gaps (they count as written): only a write that needs more room
+  // can cross it (room() then sets overflow_).
   [[gnu::noinline]] bool room(std::size_t n) {
     const std::size_t want = len_ + n;
     if (want + gapped_ > limits_.max_pickle_output_bytes) {
       overflow_ = true;
       return false;
     }
+    const std::uint64_t most = limits_.max_pickle_output_bytes - gapped_;
     if (want > out_.capacity()) {
       const std::size_t doubled = std::max(want, 2 * out_.capacity());
-      detail::reserve_large(out_, static_cast<std::size_t>(
-                                      std::min<std::uint64_t>(doubled, limits_.max_pickle_output_bytes)));
+      detail::reserve_large(out_, static_cast<std::size_t>(std::min<std::uint64_t>(doubled, most)));
     }
-    out_.resize_uninitialised(std::min(out_.capacity(), std::max(want, out_.size() + kChunk)));
+    out_.resize_uninitialised(static_cast<std::size_t>(
+        std::min<std::uint64_t>(std::min(out_.capacity(), std::max(want, out_.size() + kChunk)), most)));
     return true;
   }
   void start_frame() {
@@ -172,6 +174,9 @@ class Writer {
       gaps_.push_back({len_, gap_buffer_});
       gapped_ += data.size();
       gap_data_ = nullptr;
+      // Room already made past what the limit now leaves is not written into.
+      const std::uint64_t most = limits_.max_pickle_output_bytes - gapped_;
+      if (out_.size() > most) out_.resize_uninitialised(static_cast<std::size_t>(most));
       return;
     }
     out_.resize_uninitialised(len_);
