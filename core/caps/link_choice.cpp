@@ -94,7 +94,10 @@ LinkView view_link(const net::LinkFigures& figures, std::vector<Codec> receiver_
 
 std::string choice_name(const CodecChoice& c) {
   std::string name(codec_name(c.codec));
-  if (c.codec == Codec::zstd && c.level > 0) name += "-" + std::to_string(c.level);
+  if (c.codec == Codec::zstd && c.level > 0) {
+    name += '-';  // appended, not "-" + to_string(): GCC 12 -O3 -Wrestrict misfires
+    name += std::to_string(c.level);
+  }
   return name;
 }
 
