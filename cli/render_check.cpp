@@ -228,10 +228,16 @@ void render_check_text(const Report& rep, std::ostream& out, const gate::Gate& g
     }
     if (!p.python.empty()) s += ", Python " + p.python;
     s += ", codecs";
-    for (const auto& c : p.codecs) s += " " + peer_text(c, 64);
+    for (const auto& c : p.codecs) {
+      s += ' ';  // appended: GCC 12 -O3 misreads `" " + string&&` (CMakeLists.txt)
+      s += peer_text(c, 64);
+    }
     if (p.codecs.empty()) s += " none";
     if (p.gpu) s += *p.gpu ? ", GPU" : ", no GPU";
-    if (!p.published_by.empty()) s += ", published by dask-caps " + peer_text(p.published_by, 64);
+    if (!p.published_by.empty()) {
+      s += ", published by dask-caps ";
+      s += peer_text(p.published_by, 64);
+    }
     return s;
   };
 
