@@ -68,6 +68,7 @@
 #include <utility>
 #include <vector>
 
+#include "daskcaps/wire/dask_release.h"
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/result.h"
 #include "daskcaps/net/link_figures.h"
@@ -108,7 +109,7 @@ struct ChooserOptions {
   std::vector<int> zstd_levels = {1, 3};
   /// Dask's min_size, max_size and sampling; ratio: a frame whose sample
   /// shrinks less than this goes raw.
-  MaybeCompressRules rules = maybe_compress_rules_for("newest");
+  MaybeCompressRules rules = DaskRelease::newest().maybe_compress_rules();
   /// Frames from this size on are the "large" ones that vote.
   std::uint64_t vote_bytes = std::uint64_t{1} << 20;
   /// How much faster a new choice must be, and on how many consecutive

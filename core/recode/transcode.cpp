@@ -800,6 +800,15 @@ msgpack::Value rewrite_handshake(const msgpack::Value& root, const TranscodeOpti
 
 }  // namespace
 
+Status validate(const TranscodeOptions& options) {
+  if (auto st = validate(options.compress); !st) return st;
+  if (options.pickle_protocol && (*options.pickle_protocol < 0 || *options.pickle_protocol > 5))
+    return make_error(Errc::usage, "pickle protocol " + std::to_string(*options.pickle_protocol) +
+                                       ": the engine writes protocols 0 to 5");
+  if (options.shard_bytes == 0) return make_error(Errc::usage, "the shard size must be positive");
+  return {};
+}
+
 Result<FrameRecode> frame_recode_for(const CompressionValue& entry, Codec target, const TranscodeOptions& options) {
   if (entry.kind == CompressionValue::Kind::false_) return FrameRecode::keep;  // never compressed
   auto current = codec_of(entry);

@@ -76,6 +76,11 @@ struct TranscodeOptions {
   }
 };
 
+/// The one check of TranscodeOptions, for every caller (the command line,
+/// the Python module, the bridge): validate(compress), a pickle protocol
+/// of 0 to 5, a shard size above 0. Errc::usage naming the value.
+Status validate(const TranscodeOptions& options);
+
 /// What a change of codec does to one wire frame of a `__Serialized__`
 /// object whose compression entry is `entry` (transcode_message's rule):
 /// keep its bytes (never compressed, already in the target or, with

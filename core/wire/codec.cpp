@@ -454,10 +454,13 @@ std::optional<std::uint64_t> declared_size(Codec c, ByteSpan input) {
   return std::nullopt;
 }
 
-MaybeCompressRules maybe_compress_rules_for(std::string_view dask_release) {
-  MaybeCompressRules rules;
-  if (dask_release == "newest") rules.ratio = 0.7;
-  return rules;
+Status validate(const CompressOptions& options) {
+  if (options.zstd_level < 1 || options.zstd_level > 22)
+    return make_error(Errc::usage, "zstd level " + std::to_string(options.zstd_level) + ": zstd levels are 1 to 22");
+  if (options.zlib_level < -1 || options.zlib_level > 9)
+    return make_error(Errc::usage, "zlib level " + std::to_string(options.zlib_level) + ": zlib levels are -1 to 9");
+  if (options.zstd_workers < 0) return make_error(Errc::usage, "zstd threads must not be negative");
+  return {};
 }
 
 Buffer frame_sample(ByteSpan input, const MaybeCompressRules& rules) {

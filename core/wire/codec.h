@@ -63,6 +63,11 @@ struct CompressOptions {
   int zstd_workers = 0;
 };
 
+/// The one check of CompressOptions, for every caller (the command line,
+/// the Python module, the bridge): zstd levels 1 to 22, zlib levels -1 to
+/// 9, zstd workers not negative. Errc::usage naming the value.
+Status validate(const CompressOptions& options);
+
 /// Compresses a whole buffer in the codec's Dask format. Fails only for
 /// inputs the format cannot hold (e.g. lz4 above 2^31 - 1 bytes). The bytes
 /// are those FrameEncoder writes from the same input in pieces
@@ -106,7 +111,8 @@ Status decompress_into(Codec c, ByteSpan input, std::uint64_t max_output, Output
 /// not say (zlib) or the header is unreadable.
 std::optional<std::uint64_t> declared_size(Codec c, ByteSpan input);
 
-/// Dask's rule for whether a frame is worth compressing (docs/protocol.md §4.2).
+/// Dask's rule for whether a frame is worth compressing (docs/protocol.md §4.2);
+/// a release's own: DaskRelease::maybe_compress_rules (core/wire/dask_release.h).
 struct MaybeCompressRules {
   std::uint64_t min_size = 10'000;          // smaller frames stay raw
   std::uint64_t max_size = 1ull << 31;      // larger frames stay raw
@@ -114,9 +120,6 @@ struct MaybeCompressRules {
   std::uint32_t sample_count = 5;           // samples taken
   double ratio = 0.9;                       // 2022.12: 0.9; 2023.5+: 0.7
 };
-
-/// The rules of a Dask release: "2022.12" (ratio 0.9) or "newest" (0.7).
-MaybeCompressRules maybe_compress_rules_for(std::string_view dask_release);
 
 /// The sample maybe_compress compresses to judge a frame: sample_count
 /// slices of sample_size bytes (or the whole frame when smaller), evenly

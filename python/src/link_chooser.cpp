@@ -23,6 +23,7 @@
 #include "daskcaps/caps/link_choice.h"
 #include "python/src/buffers.h"
 #include "python/src/errors.h"
+#include "python/src/release.h"
 
 namespace py = pybind11;
 
@@ -75,9 +76,7 @@ class PyLinkChooser {
       o.pin = choice;
     }
     o.zstd_levels = zstd_levels;
-    if (dask_release != "2022.12" && dask_release != "newest")
-      raise(make_error(Errc::usage, "dask_release " + dask_release + ": use \"2022.12\" (ratio 0.9) or \"newest\" (0.7)"));
-    o.rules = maybe_compress_rules_for(dask_release);
+    o.rules = release_argument(dask_release).maybe_compress_rules();
     o.vote_bytes = vote_bytes;
     o.margin = margin;
     o.votes = votes;

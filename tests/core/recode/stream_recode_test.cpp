@@ -1,3 +1,4 @@
+#include "daskcaps/wire/dask_release.h"
 #include "daskcaps/recode/stream_recode.h"
 
 #include <doctest/doctest.h>
@@ -246,7 +247,7 @@ TEST_CASE("stream_recode: frames that declare no size, long lz4 literal runs, od
   check_frame(run, CompressionValue::nil(), Codec::lz4, to(Codec::lz4));
   // Dask 2023.5+'s ratio, a lowered minimum, a higher zstd level, workers.
   TranscodeOptions o = to(Codec::zstd);
-  o.rules = maybe_compress_rules_for("newest");
+  o.rules = DaskRelease::newest().maybe_compress_rules();
   o.rules.min_size = 100;
   o.compress.zstd_level = 7;
   o.compress.zstd_workers = 2;

@@ -1,3 +1,4 @@
+#include "daskcaps/wire/dask_release.h"
 #include "daskcaps/recode/transcode.h"
 
 #include <doctest/doctest.h>
@@ -149,14 +150,14 @@ TEST_CASE("transcode: the compression ratio and size bounds are the release's") 
   Message m = arrays_message({{"data", mid}});
 
   TranscodeOptions old_rule = with_codec(Codec::lz4);
-  old_rule.rules = maybe_compress_rules_for("2022.12");
+  old_rule.rules = DaskRelease::v2022_12().maybe_compress_rules();
   TranscodeReport r1;
   Message a = reparse(recode(m, old_rule, r1));
   CHECK(compression_of(object_at(a, "data")) == arr({str("lz4")}));
   CHECK(object_at(a, "data").frames[0].size() == whole->size());
 
   TranscodeOptions new_rule = with_codec(Codec::lz4);
-  new_rule.rules = maybe_compress_rules_for("newest");
+  new_rule.rules = DaskRelease::newest().maybe_compress_rules();
   TranscodeReport r2;
   Message b = reparse(recode(m, new_rule, r2));
   CHECK(compression_of(object_at(b, "data")) == arr({Value::nil()}));

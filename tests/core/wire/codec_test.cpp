@@ -1,3 +1,4 @@
+#include "daskcaps/wire/dask_release.h"
 #include "daskcaps/wire/codec.h"
 
 #include <doctest/doctest.h>
@@ -156,7 +157,7 @@ TEST_CASE("codec: maybe_compress follows Dask's rules") {
   CHECK(!random->compressed);  // the sample does not shrink to 0.9
   auto none = maybe_compress(Codec::none, compressible(100000));
   CHECK(!none->compressed);
-  MaybeCompressRules strict = maybe_compress_rules_for("newest");
+  MaybeCompressRules strict = DaskRelease::newest().maybe_compress_rules();
   CHECK(strict.ratio == doctest::Approx(0.7));
   // Half random, half zeros: ~0.5 with zlib passes 0.9 and 0.7.
   Buffer half = random_bytes(40000);
