@@ -20,8 +20,10 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "daskcaps/wire/dask_release.h"
 #include "daskcaps/base/line_log.h"
 #include "daskcaps/bridge/bridge.h"
+#include "daskcaps/caps/delivery.h"
 #include "daskcaps/caps/endpoint.h"
 #include "daskcaps/net/loop.h"
 #include "daskcaps/net/tls.h"
@@ -186,10 +188,13 @@ int run_bridge(BridgeArgs a) {
     eo.limits = a.limits;
     auto peer = peer_for_endpoint(a.for_probe, eo);
     if (!peer) return report_error("--for", peer.error());
-    const RecipientPlan plan = plan_for_recipient(*peer);
-    if (!a.codec_given) a.codec = std::string(codec_name(plan.codec));
-    if (!a.protocol_given) a.pickle_protocol = std::to_string(plan.pickle_protocol);
-    if (!a.layout_given && plan.cpu_layout && *plan.cpu_layout) a.layout = "cpu";
+    DeliveryOptions to_client;
+    to_client.order = DeliveryOptions::Order::receiver;
+    auto plan = deliver(this_build(), *peer, to_client);
+    if (!plan) return report_error("--for", plan.error());
+    if (!a.codec_given) a.codec = std::string(codec_name(plan->written()));
+    if (!a.protocol_given) a.pickle_protocol = std::to_string(plan->pickle_protocol);
+    if (!a.layout_given && plan->cpu_layout.value_or(false)) a.layout = "cpu";
   }
   if (a.codec != "auto") {
     auto c = codec_from_name(a.codec);
@@ -201,7 +206,7 @@ int run_bridge(BridgeArgs a) {
   o.keep_unconvertible = a.keep_unconvertible;
   o.recode.limits = a.limits;
   o.recode.compress.zstd_level = a.zstd_level;
-  o.recode.rules = maybe_compress_rules_for(a.dask_release);
+  o.recode.rules = DaskRelease::from_name(a.dask_release).value_or(DaskRelease{}).maybe_compress_rules();
   o.engine.threads = a.threads;
   o.engine.max_inflight_bytes = a.max_inflight_bytes;
   o.max_output_bytes = a.max_output_bytes;

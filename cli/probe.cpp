@@ -117,7 +117,7 @@ void render_text(const HostProbe& p, std::ostream& out) {
   label("handshake");
   if (p.handshake) {
     out << msgpack::repr(p.handshake->to_msgpack()) << '\n';
-    if (p.python && dask_rules_for_version(p.python->distributed.value_or("")) == DaskRules::newest)
+    if (p.python && DaskRelease::from_version(p.python->distributed.value_or("")).uncompressed_to_same_host())
       out << "                  to peers on other hosts; to a peer on this host distributed "
           << p.python->distributed.value_or("") << " sends compression None (distributed PR #7768)\n";
   } else

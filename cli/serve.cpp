@@ -230,7 +230,7 @@ Result<server::Profile> build_profile(const ServeArgs& args) {
   // A Dask of 2023.5 or later sends None to a client on its own host.
   const auto distributed = packages.find("distributed");
   profile.none_to_same_host = distributed != packages.end() && distributed->second &&
-                              dask_rules_for_version(*distributed->second) == DaskRules::newest;
+                              DaskRelease::from_version(*distributed->second).uncompressed_to_same_host();
   return profile;
 }
 

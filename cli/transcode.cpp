@@ -15,6 +15,8 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/render_transcode.h"
+#include "daskcaps/wire/dask_release.h"
+#include "daskcaps/caps/delivery.h"
 #include "daskcaps/caps/endpoint.h"
 #include "daskcaps/recode/engine.h"
 #include "daskcaps/recode/transcode.h"
@@ -85,7 +87,7 @@ Result<TranscodeOptions> core_options(const TranscodeCliOptions& o) {
   TranscodeOptions t;
   t.limits = o.limits;
   t.compress.zstd_level = o.zstd_level;
-  t.rules = maybe_compress_rules_for(o.dask_release);
+  t.rules = DaskRelease::from_name(o.dask_release).value_or(DaskRelease{}).maybe_compress_rules();
   t.shard_bytes = o.shard_bytes;
   t.inline_buffers = o.inline_buffers;
   t.keep_unconvertible = o.keep_unconvertible;
@@ -113,11 +115,14 @@ Status apply_recipient(TranscodeCliOptions& o, TranscodeSummary::Recipient& reci
   eo.limits = o.limits;
   auto peer = peer_for_endpoint(o.for_endpoint, eo);
   if (!peer) return std::move(peer).error().add_context("--for");
-  const RecipientPlan plan = plan_for_recipient(*peer);
-  if (!o.codec_given) o.codec = std::string(codec_name(plan.codec));
-  if (!o.protocol_given) o.pickle_protocol = std::to_string(plan.pickle_protocol);
-  if (!o.layout_given && plan.cpu_layout) o.layout = *plan.cpu_layout ? "cpu" : "keep";
-  recipient = {o.for_endpoint, peer->name, o.codec, o.pickle_protocol, o.layout, plan.cpu_layout.has_value()};
+  DeliveryOptions to_file;
+  to_file.order = DeliveryOptions::Order::receiver;
+  auto plan = deliver(this_build(), *peer, to_file);
+  if (!plan) return std::move(plan).error().add_context("--for");
+  if (!o.codec_given) o.codec = std::string(codec_name(plan->written()));
+  if (!o.protocol_given) o.pickle_protocol = std::to_string(plan->pickle_protocol);
+  if (!o.layout_given && plan->cpu_layout) o.layout = *plan->cpu_layout ? "cpu" : "keep";
+  recipient = {o.for_endpoint, peer->name, o.codec, o.pickle_protocol, o.layout, plan->cpu_layout.has_value()};
   return {};
 }
 

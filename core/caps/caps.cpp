@@ -1,5 +1,7 @@
 #include "daskcaps/caps/caps.h"
 
+#include "core/caps/detail/names.h"
+
 #include <algorithm>
 #include <charconv>
 #include <set>
@@ -8,31 +10,8 @@ namespace daskcaps {
 
 namespace {
 
-constexpr std::string_view kOrderedCodecs[] = {"lz4", "snappy", "zstd", "zlib"};
-
-bool contains(const std::vector<std::string>& v, std::string_view s) {
-  return std::find(v.begin(), v.end(), s) != v.end();
-}
-
-void push_unique(std::vector<std::string>& v, std::string_view s) {
-  if (!contains(v, s)) v.emplace_back(s);
-}
-
-/// Leading integers of a dotted version: "2022.12.1+ds.1" -> {2022, 12, 1}.
-std::vector<long> version_numbers(std::string_view v) {
-  std::vector<long> out;
-  std::size_t i = 0;
-  while (i < v.size()) {
-    long n = 0;
-    auto [p, ec] = std::from_chars(v.data() + i, v.data() + v.size(), n);
-    if (ec != std::errc()) break;
-    out.push_back(n);
-    i = static_cast<std::size_t>(p - v.data());
-    if (i >= v.size() || v[i] != '.') break;
-    ++i;
-  }
-  return out;
-}
+using detail::contains;
+using detail::version_numbers;
 
 /// The public part of a version, without a local "+..." suffix.
 std::string_view public_version(std::string_view v) {
@@ -102,14 +81,6 @@ std::pair<int, int> major_minor(std::string_view python) {
   const auto n = version_numbers(python);
   if (n.size() < 2) return {-1, -1};
   return {static_cast<int>(n[0]), static_cast<int>(n[1])};
-}
-
-const msgpack::Value* find_path(const msgpack::Value* v, std::initializer_list<std::string_view> keys) {
-  for (auto k : keys) {
-    if (!v) return nullptr;
-    v = v->find(k);
-  }
-  return v;
 }
 
 }  // namespace
@@ -198,140 +169,6 @@ std::optional<Severity> worst_severity(std::span<const Finding> findings) {
   return worst;
 }
 
-DaskRules dask_rules_for_version(std::string_view distributed_version) {
-  const auto n = version_numbers(distributed_version);
-  if (n.size() < 2) return DaskRules::v2022_12;
-  if (n[0] > 2023 || (n[0] == 2023 && n[1] >= 5)) return DaskRules::newest;
-  return DaskRules::v2022_12;
-}
-
-bool Peer::decodes(std::string_view codec) const { return contains(codecs, codec); }
-
-bool Peer::lacks(std::string_view codec) const {
-  return !contains(codecs, codec) && !contains(codecs_unknown, codec);
-}
-
-std::string python_version_from_string(std::string_view s) {
-  const auto n = version_numbers(s);
-  if (n.size() < 2) return "";
-  std::string out = std::to_string(n[0]) + "." + std::to_string(n[1]);
-  if (n.size() >= 3) out += "." + std::to_string(n[2]);
-  return out;
-}
-
-Peer peer_from_probe(const HostProbe& probe, std::string name, std::string role) {
-  Peer p;
-  p.name = std::move(name);
-  p.role = std::move(role);
-  p.host = probe.hostname;
-  p.handshake = probe.handshake;
-  p.codecs = probe.capabilities.codecs;
-  p.max_pickle_protocol = probe.capabilities.max_pickle_protocol;
-  p.gpu = probe.capabilities.gpu;
-  p.published = true;
-  // A client there loads the Dask plugin: its handshake names the version.
-  if (probe.handshake)
-    if (auto key = read_capabilities(probe.handshake->raw, Limits{}); key.state == CapabilitiesKey::State::published)
-      p.published_by = key.capabilities.dask_caps;
-  if (probe.python) {
-    p.python = python_version_from_string(probe.python->version);
-    p.packages = probe.python->packages;
-    p.packages["dask"] = probe.python->dask;
-    p.packages["distributed"] = probe.python->distributed;
-    p.rules = dask_rules_for_version(probe.python->distributed.value_or(""));
-  }
-  if (p.python.empty() && probe.handshake) p.python = probe.handshake->python_version();
-  return p;
-}
-
-Peer peer_from_live(std::string name, std::string role, std::string host,
-                    const Handshake& handshake, const msgpack::Value* versions,
-                    const msgpack::Value* identity, const Limits& limits) {
-  Peer p;
-  p.name = std::move(name);
-  p.role = std::move(role);
-  p.host = std::move(host);
-  p.handshake = handshake;
-  p.python = handshake.python_version();
-
-  if (const auto* packages = find_path(versions, {"packages"}); packages && packages->is_map()) {
-    for (const auto& [k, v] : packages->as_map()) {
-      if (!k.is_str()) continue;
-      if (v.is_str())
-        p.packages[k.as_str()] = v.as_str();
-      else
-        p.packages[k.as_str()] = std::nullopt;
-    }
-  }
-  if (p.python.empty()) {
-    if (const auto* py = find_path(versions, {"host", "python"}); py && py->is_str())
-      p.python = python_version_from_string(py->as_str());
-  }
-  if (auto d = p.packages.find("distributed"); d != p.packages.end() && d->second)
-    p.rules = dask_rules_for_version(*d->second);
-
-  // The handshake's key, else the identity's; a refused one that nothing
-  // published replaces leaves the peer plain and says why.
-  using KeyState = CapabilitiesKey::State;
-  CapabilitiesKey key = read_capabilities(handshake.raw, limits);
-  if (key.state == KeyState::absent && !handshake.capabilities_refused.empty()) {
-    key.state = KeyState::refused;
-    key.refused = handshake.capabilities_refused;
-  }
-  if (key.state != KeyState::published) {
-    if (const auto* dc = find_path(identity, {"dask-caps"})) {
-      CapabilitiesKey from_identity = read_capabilities(*dc, limits);
-      if (from_identity.state == KeyState::published || key.state == KeyState::absent) key = std::move(from_identity);
-    }
-  }
-  if (key.state == KeyState::refused) p.capabilities_refused = key.refused;
-  if (key.state == KeyState::published) {
-    Capabilities& published = key.capabilities;
-    p.codecs = std::move(published.codecs);
-    p.max_pickle_protocol = published.max_pickle_protocol;
-    p.gpu = published.gpu;
-    p.published = true;
-    p.published_by = std::move(published.dask_caps);
-    return p;
-  }
-
-  // Inferred: Dask writes with the advertised codec, so it has it; lz4 and
-  // zstandard report versions; python-snappy reports none, so a null snappy
-  // entry says nothing; zlib is in Python's standard library.
-  if (handshake.compression && handshake.compression->compresses())
-    push_unique(p.codecs, handshake.compression->name);
-  auto has_package = [&](const std::string& pkg) -> std::optional<bool> {
-    auto it = p.packages.find(pkg);
-    if (it == p.packages.end()) return std::nullopt;
-    return it->second.has_value();
-  };
-  // From 2025.4.0 (distributed PR #9048) `versions` reads distribution
-  // metadata, so python-snappy answers for snappy; before, nothing did.
-  bool by_distribution = false;
-  if (auto d = p.packages.find("distributed"); d != p.packages.end() && d->second) {
-    const auto n = version_numbers(*d->second);
-    by_distribution = n.size() >= 2 && (n[0] > 2025 || (n[0] == 2025 && n[1] >= 4));
-  }
-  for (std::string_view codec : kOrderedCodecs) {
-    if (contains(p.codecs, codec)) continue;
-    if (codec == "zlib") {
-      p.codecs.emplace_back(codec);
-      continue;
-    }
-    std::optional<bool> present;
-    if (codec == "lz4") present = has_package("lz4");
-    if (codec == "zstd") present = has_package("zstandard");
-    if (codec == "snappy" && by_distribution) present = has_package("python-snappy");
-    if (present && *present)
-      p.codecs.emplace_back(codec);
-    else if (!present || (codec == "snappy" && !by_distribution))
-      p.codecs_unknown.emplace_back(codec);
-  }
-  p.max_pickle_protocol = handshake.pickle_protocol.value_or(5);
-  if (const auto* gpu = find_path(identity, {"metrics", "gpu"}); gpu && gpu->is_map()) p.gpu = true;
-  return p;
-}
-
 DaskNegotiation dask_negotiate(const Handshake& local, const Handshake& remote) {
   DaskNegotiation out;
   // Comm.handshake_configuration: the min() sits inside `try ... except
@@ -356,32 +193,9 @@ DaskNegotiation dask_negotiate(const Handshake& local, const Handshake& remote) 
 
 Handshake advertised_to(const Peer& peer, bool same_host) {
   Handshake h = peer.handshake.value_or(Handshake{});
-  if (peer.rules == DaskRules::newest && same_host && h.compression)
+  if (peer.release.uncompressed_to_same_host() && same_host && h.compression)
     h.compression = CompressionValue::nil();
   return h;
-}
-
-std::optional<std::string> best_codec(const Peer& sender, const Peer& receiver) {
-  for (const auto& c : sender.codecs)
-    if (receiver.decodes(c)) return c;
-  return std::nullopt;
-}
-
-bool uncompressed_by_design(const Peer& a, const Peer& b, bool same_host) {
-  return same_host && a.handshake && b.handshake &&
-         (a.rules == DaskRules::newest || b.rules == DaskRules::newest);
-}
-
-Recommendation recommend(const Peer& a, const Peer& b, bool same_host) {
-  Recommendation r;
-  if (!uncompressed_by_design(a, b, same_host)) {
-    r.a_to_b.codec = best_codec(a, b);
-    r.b_to_a.codec = best_codec(b, a);
-  }
-  r.a_to_b.layout = b.gpu.value_or(false) ? "gpu" : "cpu";
-  r.b_to_a.layout = a.gpu.value_or(false) ? "gpu" : "cpu";
-  r.pickle_protocol = std::min(a.max_pickle_protocol, b.max_pickle_protocol);
-  return r;
 }
 
 namespace {
@@ -415,8 +229,8 @@ std::string with_release(const Peer& p) {
 
 /// The info finding of a link Dask leaves uncompressed by design.
 void by_design_finding(const Peer& a, const Peer& b, std::vector<Finding>& out) {
-  const bool an = a.rules == DaskRules::newest;
-  const bool bn = b.rules == DaskRules::newest;
+  const bool an = a.release.uncompressed_to_same_host();
+  const bool bn = b.release.uncompressed_to_same_host();
   Finding f;
   f.severity = Severity::info;
   f.code = finding_code::kCompressionMismatch;
@@ -772,27 +586,6 @@ RelayReport evaluate_relay(const Peer& client, const Peer& scheduler,
     }
   }
   return out;
-}
-
-std::string capability_signature(const Peer& peer) {
-  std::string s = peer.role;
-  s += '\x1f';
-  if (peer.handshake) {
-    const Buffer enc = msgpack::encode(peer.handshake->raw.is_map() ? peer.handshake->raw
-                                                                      : peer.handshake->to_msgpack());
-    s.append(reinterpret_cast<const char*>(enc.data()), enc.size());
-  }
-  s += '\x1f';
-  for (const auto& c : peer.codecs) s += c + ",";
-  s += '\x1f';
-  for (const auto& c : peer.codecs_unknown) s += c + ",";
-  s += '\x1f' + std::to_string(peer.max_pickle_protocol);
-  s += '\x1f';
-  s += peer.gpu ? (*peer.gpu ? "gpu" : "cpu") : "?";
-  s += '\x1f' + peer.python + '\x1f' + std::to_string(static_cast<int>(peer.rules));
-  s += peer.compression_hidden ? "\x1fhidden" : "";
-  for (const auto& [k, v] : peer.packages) s += '\x1f' + k + "=" + v.value_or("\x01");
-  return s;
 }
 
 }  // namespace daskcaps

@@ -12,11 +12,8 @@
 // (distributed >= 2023.5.0) advertise None to a peer on the same host
 // (docs/protocol.md §2.3); 2022.12 advertises its configuration to everyone.
 //
-// The rule Dask should have (docs/design.md §3): each side publishes the
-// ordered list of codecs it decodes; each direction is written with the first
-// codec of the *sender's* preference that the *receiver* decodes, else none;
-// pickle protocol = the highest both read; layout = "cpu" when the receiver
-// has no GPU. That is `recommend()`.
+// The rule Dask should have (docs/design.md §3) is the one policy of
+// core/caps/delivery.h: deliver() for one direction, recommend() for both.
 //
 // Findings carry a stable code (docs/cli.md §12), a severity, a message that names
 // both peers and a hint that says what to install or which setting to change
@@ -36,8 +33,8 @@
 
 #include "daskcaps/wire/compression_value.h"
 #include "daskcaps/wire/handshake.h"
-#include "daskcaps/wire/msgpack.h"
-#include "daskcaps/caps/probe.h"
+#include "daskcaps/caps/delivery.h"
+#include "daskcaps/caps/peer.h"
 
 namespace daskcaps {
 
@@ -102,81 +99,6 @@ std::optional<PythonRule> python_rule_from_string(std::string_view s);
 /// The most severe of a list; nullopt when empty.
 std::optional<Severity> worst_severity(std::span<const Finding> findings);
 
-/// Which release's handshake behaviour a peer has.
-enum class DaskRules : std::uint8_t {
-  v2022_12,  // up to 2023.4.x: advertises its configured codec to every peer
-  newest,    // 2023.5.0 on: advertises None to peers on the same host
-};
-/// v2022_12 for distributed < 2023.5.0 (or an unreadable version), else newest.
-DaskRules dask_rules_for_version(std::string_view distributed_version);
-
-/// One side of a connection as these rules see it.
-struct Peer {
-  std::string name;  // as reports name it: "tcp://10.0.0.5:8786", "this host", a file
-  std::string role;  // "Scheduler", "Worker", "Nanny", "client", "file", or ""
-  std::string host;  // host name or IP, for hints ("on host 10.0.0.5")
-  /// The Dask handshake dict it sends; nullopt when there is no Dask there
-  /// (a probe without Python).
-  std::optional<Handshake> handshake;
-  DaskRules rules = DaskRules::v2022_12;
-  /// Codecs it decodes, in the order it prefers to write them.
-  std::vector<std::string> codecs;
-  /// Codecs whose presence is not known (a live Dask peer's versions reply
-  /// of a release before 2025.4 cannot tell python-snappy apart from its
-  /// absence). Never claimed missing.
-  std::vector<std::string> codecs_unknown;
-  std::int64_t max_pickle_protocol = 5;  // highest protocol it reads
-  std::optional<bool> gpu;               // nullopt: not known
-  std::string python;                    // "3.11.2", "" when not known
-  /// Package versions as Dask's `versions` reports them (nullopt: missing).
-  std::map<std::string, std::optional<std::string>> packages;
-  /// True when codecs/pickle/gpu were published (probe file, dask-caps
-  /// peer) rather than inferred from a Dask handshake and versions reply.
-  bool published = false;
-  /// The dask-caps version that published them (a live peer's
-  /// "capabilities" key: the Dask plugin, or dask-caps itself); "" when
-  /// inferred or not said.
-  std::string published_by;
-  /// Why the peer's "capabilities" key was refused (read_capabilities,
-  /// core/wire/handshake.h), so that it is read as a plain Dask peer; one
-  /// line, its peer strings escaped and bounded. "" when not refused.
-  std::string capabilities_refused;
-  /// A live peer of the newest rules reached from its own host: the None
-  /// its handshake says is the same-host rule, not its configuration,
-  /// which cannot be seen from here.
-  bool compression_hidden = false;
-
-  bool decodes(std::string_view codec) const;
-  /// True only when the peer is known not to decode `codec`.
-  bool lacks(std::string_view codec) const;
-};
-
-/// A peer from a probe (this host, --as, or a probe file endpoint): its
-/// handshake, capabilities (codecs, pickle protocol, GPU), Python version and
-/// packages (python.packages plus dask and distributed).
-Peer peer_from_probe(const HostProbe& probe, std::string name, std::string role);
-
-/// A live peer from what it sent: its handshake and, when it answered, its
-/// `versions` reply ({"host": {...}, "packages": {...}}) and identity reply.
-/// Capabilities come from a "capabilities" entry in the handshake or the
-/// identity (published by dask-caps peers: {"codecs": [...],
-/// "max-pickle-protocol": N, "gpu": bool}); otherwise they are inferred: the
-/// advertised codec first, then lz4, snappy, zstd (when the versions reply
-/// lists lz4 / zstandard / python-snappy with a version; before 2025.4.0
-/// versions come from modules and python-snappy reports none, so snappy
-/// stays unknown there unless advertised), then zlib (Python's stdlib);
-/// max pickle protocol = the handshake's (Python's HIGHEST_PROTOCOL); GPU
-/// from the identity's "gpu" metrics when present, else unknown. Both keys
-/// are read by read_capabilities under `limits`: a refused one (or one the
-/// handshake's reader took out, Handshake::capabilities_refused) leaves the
-/// peer plain, and says why in capabilities_refused.
-Peer peer_from_live(std::string name, std::string role, std::string host,
-                    const Handshake& handshake, const msgpack::Value* versions,
-                    const msgpack::Value* identity, const Limits& limits = Limits{});
-
-/// "3.11.2" from "3.11.2.final.0" or "3.11.2"; "" when unreadable.
-std::string python_version_from_string(std::string_view s);
-
 // ---- Dask's rule -------------------------------------------------------
 
 struct DaskNegotiation {
@@ -194,29 +116,6 @@ DaskNegotiation dask_negotiate(const Handshake& local, const Handshake& remote);
 /// when it follows the newest rules and the other is on the same host.
 Handshake advertised_to(const Peer& peer, bool same_host);
 
-/// True when Dask leaves a link between them uncompressed whatever either
-/// side configures: they share a host and one follows the newest rules, so
-/// it advertises None (distributed PR #7768), and None equals no codec.
-bool uncompressed_by_design(const Peer& a, const Peer& b, bool same_host);
-
-// ---- the rule Dask should have ----------------------------------------
-
-struct DirectionPlan {
-  std::optional<std::string> codec;  // nullopt: send uncompressed
-  std::string layout = "cpu";        // "cpu" or "gpu"
-};
-struct Recommendation {
-  DirectionPlan a_to_b;
-  DirectionPlan b_to_a;
-  std::int64_t pickle_protocol = 5;
-};
-
-/// The first codec of `sender`'s preference that `receiver` decodes.
-std::optional<std::string> best_codec(const Peer& sender, const Peer& receiver);
-/// best_codec per direction, except on a link Dask leaves uncompressed by
-/// design (uncompressed_by_design): compressing between processes of one
-/// host costs CPU and saves no network, so both directions stay uncompressed.
-Recommendation recommend(const Peer& a, const Peer& b, bool same_host = false);
 
 // ---- pairs --------------------------------------------------------------
 
@@ -265,10 +164,5 @@ struct RelayReport {
 RelayReport evaluate_relay(const Peer& client, const Peer& scheduler,
                            std::span<const Peer* const> workers,
                            const std::function<bool(const Peer&, const Peer&)>& same_host);
-
-/// A string equal for two peers exactly when every rule here treats them
-/// alike (handshake, codecs, pickle, GPU, Python, packages): used to group
-/// thousands of workers.
-std::string capability_signature(const Peer& peer);
 
 }  // namespace daskcaps

@@ -95,7 +95,7 @@ Report build_report(std::optional<Peer> local, std::vector<EndpointInfo> endpoin
     e.peer = peer_from_live(e.address, e.type, host, *e.handshake, reply_value(e.versions),
                             reply_value(e.identity), options.limits);
     // Reached on its own host, a newest peer advertised None to us by rule.
-    e.peer->compression_hidden = e.peer->rules == DaskRules::newest && !e.peer_ip.empty() &&
+    e.peer->compression_hidden = e.peer->release.uncompressed_to_same_host() && !e.peer_ip.empty() &&
                                  e.peer_ip == e.local_ip;
     // The scheduler's entry for a worker carries GPU metrics where the
     // worker has pynvml; the worker's own identity does not.

@@ -2,8 +2,6 @@
 
 #include <sys/stat.h>
 
-#include <algorithm>
-
 #include "daskcaps/caps/probe_file.h"
 #include "daskcaps/net/rpc.h"
 
@@ -53,20 +51,6 @@ Result<Peer> peer_for_endpoint(const std::string& text, const EndpointOptions& o
   return peer_from_live(address->to_string(), type, result->peer_ip.empty() ? address->host : result->peer_ip,
                         result->exchange.handshake, value_of(result->exchange.versions),
                         value_of(result->exchange.identity), options.limits);
-}
-
-RecipientPlan plan_for_recipient(const Peer& receiver) {
-  RecipientPlan plan;
-  for (const std::string& name : receiver.codecs) {
-    auto c = codec_from_name(name);
-    if (c && *c != Codec::none) {
-      plan.codec = *c;
-      break;
-    }
-  }
-  plan.pickle_protocol = static_cast<int>(std::clamp<std::int64_t>(receiver.max_pickle_protocol, 0, 5));
-  if (receiver.gpu) plan.cpu_layout = !*receiver.gpu;
-  return plan;
 }
 
 }  // namespace daskcaps

@@ -10,7 +10,7 @@
 //   OUT        where the recoded message is written, as a raw stream of one message
 //
 // It prints one line per message (index, offset, frames, wire bytes, what
-// frame 0 is), the plan the recipient gets (core/caps/endpoint.h: the
+// frame 0 is), the plan the recipient gets (core/caps/delivery.h deliver(): the
 // function the CLI calls for --for), and what recoding the largest message
 // did. Exit status: 0; 3 for bad input; 4 for a recipient it cannot reach;
 // 2 for a usage error.
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "daskcaps/base/result.h"
+#include "daskcaps/caps/delivery.h"
 #include "daskcaps/caps/endpoint.h"
 #include "daskcaps/formats/message_source.h"
 #include "daskcaps/recode/transcode.h"
@@ -102,18 +103,23 @@ int main(int argc, char** argv) {
               std::string(daskcaps::formats::to_string((*source)->format())).c_str(), messages.size());
   if (messages.empty()) return 0;
 
-  // The recipient's plan: what the recommended rule says to send it.
+  // The recipient's plan: what the one policy (core/caps/delivery.h) says
+  // dask-caps itself sends it.
   auto peer = daskcaps::peer_for_endpoint(recipient, daskcaps::EndpointOptions{});
   if (!peer) return fail(recipient, peer.error());
-  const daskcaps::RecipientPlan plan = daskcaps::plan_for_recipient(*peer);
-  const bool cpu = plan.cpu_layout.value_or(false);
+  daskcaps::DeliveryOptions to_file;
+  to_file.order = daskcaps::DeliveryOptions::Order::receiver;
+  auto plan = daskcaps::deliver(daskcaps::this_build(), *peer, to_file);
+  if (!plan) return fail(recipient, plan.error());
+  const bool cpu = plan->cpu_layout.value_or(false);
+  const int protocol = static_cast<int>(plan->pickle_protocol);
   std::printf("recipient %s: codec %s, pickle protocol %d, layout %s\n", peer->name.c_str(),
-              std::string(daskcaps::codec_name(plan.codec)).c_str(), plan.pickle_protocol, cpu ? "cpu" : "keep");
+              std::string(daskcaps::codec_name(plan->written())).c_str(), protocol, cpu ? "cpu" : "keep");
 
   daskcaps::TranscodeOptions options;
   options.limits = limits;
-  options.codec = plan.codec;
-  options.pickle_protocol = plan.pickle_protocol;
+  options.codec = plan->written();
+  options.pickle_protocol = protocol;
   options.layout_cpu = cpu;
 
   Decoded& chosen = messages[largest];

@@ -34,6 +34,21 @@ function per operation (python/README.md has the details):
         recoded as ``dask-caps transcode`` recodes it. Frames that pass
         through are the objects given (or memoryviews on them).
 
+    deliver(receiver, *, writes=None, codec=None, pickle_protocol=None,
+            layout=None, keep_layout_for_schedulers=False) -> dict
+        What a receiver gets: the core's one policy (docs/design.md §3), as
+        `check`, `transcode --for` and the bridge decide it. receiver is a
+        dict of published capabilities ({"codecs", "max-pickle-protocol",
+        "gpu", "role"}); writes the sender's codecs in its order (None:
+        dask-caps itself, which writes any codec and takes the receiver's
+        order). Returns {"codec", "accept", "pickle-protocol", "layout",
+        "recode"}, "recode" being the arguments of recode() for the
+        receiver, or None when nothing changes.
+
+    dask_release(distributed_version) -> str
+        "2022.12" or "newest": the behaviour of that release, as
+        recode(dask_release=...) takes it.
+
     inspect(frames, *, dis=False, limits=None) -> dict
         What ``dask-caps inspect --json`` says of that message.
 
@@ -50,10 +65,13 @@ from ._core import (  # noqa: F401
     __version__,
     compress,
     decompress,
+    deliver,
+    dask_release,
     inspect,
     negotiate,
     probe,
     recode,
 )
 
-__all__ = ["CODECS", "Error", "__version__", "compress", "decompress", "inspect", "negotiate", "probe", "recode"]
+__all__ = ["CODECS", "Error", "__version__", "compress", "dask_release", "decompress", "deliver", "inspect",
+           "negotiate", "probe", "recode"]

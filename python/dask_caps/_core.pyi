@@ -59,6 +59,16 @@ def recode(
     shard_bytes: int = 67108864,
     limits: Mapping[str, int] | None = None,
 ) -> list[Buffer]: ...
+def deliver(
+    receiver: Mapping[str, Any],
+    *,
+    writes: Iterable[str] | None = None,
+    codec: str | Literal[False] | None = None,
+    pickle_protocol: int | None = None,
+    layout: Literal["cpu", "keep"] | None = None,
+    keep_layout_for_schedulers: bool = False,
+) -> dict[str, Any]: ...
+def dask_release(distributed_version: str) -> str: ...
 def inspect(frames: Iterable[Buffer], *, dis: bool = False, limits: Mapping[str, int] | None = None) -> dict[str, Any]: ...
 
 @final

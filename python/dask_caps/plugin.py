@@ -56,6 +56,7 @@ import weakref
 import dask
 import dask.config
 import dask.utils
+import distributed
 from distributed import protocol as _protocol
 from distributed.comm import core as _comm_core
 from distributed.protocol import compression as _compression
@@ -105,7 +106,7 @@ DEFAULTS = {
 _NEWEST_TABLE = hasattr(_compression, "Compression")  # 2023.5 on: Compression(name, compress, decompress)
 _SAME_HOST_RULE = hasattr(_comm_core.Comm, "same_host")  # 2023.5 on: None to a peer on the same host
 # maybe_compress's ratio: 0.9 in 2022.12, 0.7 (min_ratio) later; recode follows the same rule.
-_DASK_RELEASE = "newest" if "min_ratio" in inspect.signature(_compression.maybe_compress).parameters else "2022.12"
+_DASK_RELEASE = dask_caps.dask_release(distributed.__version__)  # the core's one vocabulary of releases
 _CORE_CODECS = tuple(dask_caps.CODECS)
 _PACKAGES = {"lz4": "python-lz4", "zstd": "zstandard", "snappy": "python-snappy", "zlib": "zlib"}
 # The classes a preload is handed, by their names in the distributed package
@@ -428,24 +429,27 @@ def make_plan(local: dict, remote: dict, dask_options: dict):
     if peer is None:
         peer = _plain_peer(remote)
 
-    write = dask_options.get("compression")
-    if _config("choose-codec"):
-        decodes = set(peer.codecs)
-        write = next((c for c in _write_list(local, remote) if c in decodes), None)
+    # What the peer gets is the core's decision (dask_caps.deliver, the one
+    # policy of core/caps/delivery.h). This side writes what
+    # dask-caps.choose-codec lets it choose (its codecs in its order, where
+    # Dask's settings allow compression), else what Dask negotiated.
+    choose = bool(_config("choose-codec"))
+    negotiated = dask_options.get("compression")
+    if choose:
+        writes = _write_list(local, remote)
+    else:
+        writes = [negotiated] if isinstance(negotiated, str) else []
+    delivery = dask_caps.deliver(
+        {"codecs": list(peer.codecs), "max-pickle-protocol": peer.max_pickle_protocol, "gpu": peer.gpu,
+         "role": peer.role},
+        writes=writes, layout=None if _config("downgrade-gpu") else "keep", keep_layout_for_schedulers=True)
+    write = delivery["codec"] if choose else negotiated
 
     plan = None
-    if _config("recode"):
-        accept = [c for c in peer.codecs if c in _CORE_CODECS]
-        codec = None
-        if any(c not in accept for c in _CORE_CODECS):
-            # Frames in a codec the peer lacks (relayed as they came) become
-            # what this side writes to it, or raw.
-            codec = write if write in accept else False
-        protocol = peer.max_pickle_protocol if peer.max_pickle_protocol < 5 else None
-        layout = "cpu" if (_config("downgrade-gpu") and peer.published and peer.gpu is False
-                           and peer.role != "scheduler") else None
-        if codec is not None or protocol is not None or layout is not None:
-            plan = Plan(codec, accept, protocol, layout, shown(remote.get("address"), 200))
+    recode = delivery["recode"]
+    if _config("recode") and recode is not None:
+        plan = Plan(recode["codec"], recode["accept_codecs"], recode["pickle_protocol"], recode["layout"],
+                    shown(remote.get("address"), 200))
     return write, plan, peer, problem
 
 

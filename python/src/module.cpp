@@ -18,6 +18,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -32,6 +33,8 @@
 #include "daskcaps/recode/engine.h"
 #include "daskcaps/recode/transcode.h"
 #include "daskcaps/wire/codec.h"
+#include "python/src/delivery.h"
+#include "python/src/release.h"
 #include "daskcaps/wire/frames.h"
 #include "python/src/buffers.h"
 #include "python/src/convert.h"
@@ -79,10 +82,9 @@ std::optional<int> target_protocol(const py::handle& value) {
   if (py::isinstance<py::str>(value) && value.cast<std::string>() == "keep") return std::nullopt;
   if (!PyLong_Check(value.ptr()) || PyBool_Check(value.ptr()))
     throw py::type_error("pickle_protocol: an int from 0 to 5, \"keep\" or None");
+  // The range is the core's (validate(TranscodeOptions)); a value past int stays past it.
   const long long p = value.cast<long long>();
-  if (p < 0 || p > 5)
-    raise(make_error(Errc::usage, "pickle_protocol " + std::to_string(p) + ": the engine writes protocols 0 to 5"));
-  return static_cast<int>(p);
+  return static_cast<int>(std::clamp<long long>(p, -1, 6));
 }
 
 bool target_layout_cpu(const py::handle& value) {
@@ -186,16 +188,11 @@ CompressOptions compress_options(Codec codec, std::optional<int> level, int thre
   CompressOptions options;
   if (level) {
     const int l = *level;
-    if (codec == Codec::zstd) {
-      if (l < 1 || l > 22) raise(make_error(Errc::usage, "level " + std::to_string(l) + ": zstd levels are 1 to 22"));
-      options.zstd_level = l;
-    } else if (codec == Codec::zlib) {
-      if (l < -1 || l > 9) raise(make_error(Errc::usage, "level " + std::to_string(l) + ": zlib levels are -1 to 9"));
-      options.zlib_level = l;
-    }
+    if (codec == Codec::zstd) options.zstd_level = l;
+    if (codec == Codec::zlib) options.zlib_level = l;
   }
-  if (threads < 0) raise(make_error(Errc::usage, "threads must not be negative"));
   options.zstd_workers = threads;
+  if (auto st = validate(options); !st) raise(std::move(st).error());
   return options;
 }
 
@@ -240,17 +237,12 @@ py::list recode(const py::object& frames_arg, const py::object& codec, const py:
   }
   options.inline_buffers = inline_buffers;
   options.keep_unconvertible = keep_unconvertible;
-  if (zstd_level < 1 || zstd_level > 22)
-    raise(make_error(Errc::usage, "zstd_level " + std::to_string(zstd_level) + ": zstd levels are 1 to 22"));
   options.compress.zstd_level = zstd_level;
-  if (zstd_threads < 0) raise(make_error(Errc::usage, "zstd_threads must not be negative"));
   options.compress.zstd_workers = zstd_threads;
-  if (dask_release != "2022.12" && dask_release != "newest")
-    raise(make_error(Errc::usage, "dask_release " + dask_release + ": use \"2022.12\" (ratio 0.9) or \"newest\" (0.7)"));
-  options.rules = maybe_compress_rules_for(dask_release);
-  if (shard_bytes == 0) raise(make_error(Errc::usage, "shard_bytes must be positive"));
+  options.rules = release_argument(dask_release).maybe_compress_rules();
   options.shard_bytes = shard_bytes;
   options.limits = limits_argument(limits);
+  if (auto st = validate(options); !st) raise(std::move(st).error());
 
   InputFrames in(frames_arg);
   TranscodeReport report;
@@ -319,6 +311,7 @@ PYBIND11_MODULE(_core, m) {
         arg("zstd_threads") = 0, arg("dask_release") = "2022.12", arg("shard_bytes") = std::uint64_t{64} << 20,
         arg("limits") = py::none(),
         "One Dask message (its frames) recoded as `dask-caps transcode` recodes it; returns its frames.");
+  register_delivery(m);
   m.def("inspect", &python::inspect, arg("frames"), py::kw_only(), arg("dis") = false,
         arg("limits") = py::none(), "What `dask-caps inspect --json` says of one message, as a dict.");
 }

@@ -6,6 +6,9 @@
     writes for it (codecs, pickle protocols, --layout cpu, --dask-release);
   - negotiate(local, remote) is `check REMOTE --as LOCAL --json`'s pair, for
     the example probe files; handshake dicts and capabilities;
+  - deliver(receiver, ...) is the core's one policy (core/caps/delivery.h):
+    the codec, pickle protocol and layout a receiver gets, and the recode()
+    arguments for it; dask_release(version) the core's release type;
   - probe() is `probe --json` (this process runs /usr/bin/python3, the
     interpreter `probe` picks first);
   - errors: dask_caps.Error with the command's line and the core's kind;
@@ -283,6 +286,69 @@ class Negotiate(unittest.TestCase):
             dask_caps.negotiate({}, {}, local_role=5)
         with self.assertRaises(TypeError):
             dask_caps.negotiate({}, {}, same_host="yes")
+
+
+class Deliver(unittest.TestCase):
+    def test_the_receivers_order_for_dask_caps_itself(self):
+        d = dask_caps.deliver({"codecs": ["zstd", "lz4"], "max-pickle-protocol": 4, "gpu": False})
+        self.assertEqual(d["codec"], "zstd")
+        self.assertEqual(d["accept"], ["lz4", "zstd"])
+        self.assertEqual(d["pickle-protocol"], 4)
+        self.assertEqual(d["layout"], "cpu")
+        self.assertEqual(d["recode"], {"codec": "zstd", "accept_codecs": ["lz4", "zstd"], "pickle_protocol": 4,
+                                       "layout": "cpu"})
+
+    def test_the_senders_order(self):
+        d = dask_caps.deliver({"codecs": ["zstd", "lz4"]}, writes=["lz4", "zstd"])
+        self.assertEqual(d["codec"], "lz4")
+        self.assertIsNone(d["layout"])
+        self.assertEqual(dask_caps.deliver({"codecs": ["zstd"]}, writes=["lz4"])["codec"], None)
+        # Nothing in common: what the receiver lacks becomes raw.
+        self.assertEqual(dask_caps.deliver({"codecs": []}, writes=[])["recode"]["codec"], False)
+
+    def test_nothing_to_recode(self):
+        d = dask_caps.deliver({"codecs": list(dask_caps.CODECS), "gpu": True})
+        self.assertEqual(d["layout"], "gpu")
+        self.assertIsNone(d["recode"])
+
+    def test_the_users_choices(self):
+        d = dask_caps.deliver({"codecs": ["lz4"], "gpu": False}, codec="zstd", pickle_protocol=3, layout="keep")
+        self.assertEqual(d["codec"], "zstd")
+        self.assertEqual(d["accept"], ["zstd"])
+        self.assertEqual(d["pickle-protocol"], 3)
+        self.assertEqual(d["recode"]["layout"], None)
+        with self.assertRaises(dask_caps.Error) as e:
+            dask_caps.deliver({"codecs": []}, pickle_protocol=6)
+        self.assertEqual(e.exception.kind, "usage")
+
+    def test_a_scheduler_keeps_its_layout_when_asked(self):
+        sched = {"codecs": ["lz4"], "gpu": False, "role": "scheduler"}
+        self.assertEqual(dask_caps.deliver(sched)["layout"], "cpu")
+        self.assertIsNone(dask_caps.deliver(sched, keep_layout_for_schedulers=True)["layout"])
+
+    def test_the_recode_arguments_recode(self):
+        frames = module_support.split_stream(STREAMS["codec-lz4.stream"])[1]
+        d = dask_caps.deliver({"codecs": ["zstd"], "max-pickle-protocol": 4})
+        out = [bytes(f) for f in dask_caps.recode(frames, **d["recode"])]
+        self.assertEqual(out, [bytes(f) for f in dask_caps.recode(frames, codec="zstd", accept_codecs=["zstd"],
+                                                                   pickle_protocol=4)])
+        self.assertNotEqual(out, [bytes(f) for f in frames])
+
+    def test_bad_arguments(self):
+        for bad in ("lz4", {"codecs": "lz4"}, {"max-pickle-protocol": "5"}, {"gpu": 1}, {"role": 3}):
+            with self.subTest(bad=bad), self.assertRaises(TypeError):
+                dask_caps.deliver(bad)
+        with self.assertRaises(TypeError):
+            dask_caps.deliver({}, writes="lz4")
+        # A peer's number past any int is its nearest end, never an error.
+        self.assertEqual(dask_caps.deliver({"max-pickle-protocol": 2 ** 80})["pickle-protocol"], 5)
+        self.assertEqual(dask_caps.deliver({"max-pickle-protocol": -2 ** 80})["pickle-protocol"], 0)
+
+    def test_dask_release(self):
+        self.assertEqual(dask_caps.dask_release("2022.12.1+ds.1"), "2022.12")
+        self.assertEqual(dask_caps.dask_release("2023.5.0"), "newest")
+        self.assertEqual(dask_caps.dask_release("2026.7.1"), "newest")
+        self.assertEqual(dask_caps.dask_release("not a version"), "2022.12")
 
 
 class Probe(unittest.TestCase):

@@ -112,17 +112,17 @@ TEST_CASE("caps: a handshake without a key fails as Dask fails (spec 2.5)") {
 }
 
 TEST_CASE("caps: newest releases advertise None to a peer on the same host") {
-  CHECK(dask_rules_for_version("2022.12.1+ds.1") == DaskRules::v2022_12);
-  CHECK(dask_rules_for_version("2023.4.1") == DaskRules::v2022_12);
-  CHECK(dask_rules_for_version("2023.5.0") == DaskRules::newest);
-  CHECK(dask_rules_for_version("2026.7.1") == DaskRules::newest);
-  CHECK(dask_rules_for_version("") == DaskRules::v2022_12);
-  CHECK(dask_rules_for_version("garbage") == DaskRules::v2022_12);
+  CHECK(DaskRelease::from_version("2022.12.1+ds.1").name() == "2022.12");
+  CHECK(DaskRelease::from_version("2023.4.1").name() == "2022.12");
+  CHECK(DaskRelease::from_version("2023.5.0").name() == "newest");
+  CHECK(DaskRelease::from_version("2026.7.1").name() == "newest");
+  CHECK(DaskRelease::from_version("").name() == "2022.12");
+  CHECK(DaskRelease::from_version("garbage").name() == "2022.12");
 
   Peer a = peer("a", "lz4", {"lz4"});
   Peer b = peer("b", "lz4", {"lz4"});
   CHECK(advertised_to(a, true).compression == CompressionValue::named("lz4"));
-  a.rules = b.rules = DaskRules::newest;
+  a.release = b.release = DaskRelease::newest();
   CHECK(advertised_to(a, true).compression == CompressionValue::nil());
   CHECK(advertised_to(a, false).compression == CompressionValue::named("lz4"));
   // Same host, newest: no compression, and that is not a mismatch.
@@ -144,7 +144,7 @@ TEST_CASE("caps: a same-host link with one newest peer is uncompressed by design
   // This host runs 2022.12 with lz4; the newest peer on it sent us None.
   Peer here = peer("this host", "lz4", {"lz4", "zstd", "zlib"}, 5, "3.11.2", "client");
   Peer live = peer("tcp://127.0.0.1:8786", nullptr, {"lz4", "zstd", "zlib"}, 5, "3.11.2", "Scheduler");
-  live.rules = DaskRules::newest;
+  live.release = DaskRelease::newest();
   live.packages["distributed"] = "2026.7.1";
   live.compression_hidden = true;
   CHECK(uncompressed_by_design(here, live, true));
@@ -170,10 +170,10 @@ TEST_CASE("caps: a same-host link with one newest peer is uncompressed by design
 
 TEST_CASE("caps: a peer reached on its own host does not show its codec to other hosts") {
   Peer sched = peer("tcp://127.0.0.1:8786", nullptr, {"lz4", "zlib"}, 5, "3.11.2", "Scheduler");
-  sched.rules = DaskRules::newest;
+  sched.release = DaskRelease::newest();
   sched.compression_hidden = true;
   Peer worker = peer("tcp://10.0.0.9:4000", "lz4", {"lz4", "zlib"});
-  worker.rules = DaskRules::newest;
+  worker.release = DaskRelease::newest();
   auto r = evaluate_pair(sched, worker, false);
   CHECK(!has(r.findings, finding_code::kCompressionMismatch, Severity::warning));
   const Finding& f = find(r.findings, finding_code::kCompressionMismatch);
@@ -342,7 +342,7 @@ TEST_CASE("caps: a live Dask peer's codecs are inferred from its handshake and v
   CHECK(!p.lacks("snappy"));  // python-snappy reports no version: unknown
   CHECK(!p.gpu);
   CHECK(p.python == "3.11.2");
-  CHECK(p.rules == DaskRules::v2022_12);
+  CHECK(p.release.name() == "2022.12");
   CHECK(!p.published);
 
   // Without a versions reply, only the advertised codec and zlib are known.
@@ -365,7 +365,7 @@ TEST_CASE("caps: from 2025.4 the versions reply tells snappy (distribution metad
   };
   const Value with = reply(str("0.5.3"));
   Peer p = peer_from_live("tcp://127.0.0.2:1", "Worker", "127.0.0.2", hs(nullptr), &with, nullptr);
-  CHECK(p.rules == DaskRules::newest);
+  CHECK(p.release.name() == "newest");
   CHECK(p.codecs == std::vector<std::string>{"lz4", "snappy", "zstd", "zlib"});
   CHECK(p.codecs_unknown.empty());
   const Value without = reply(Value::nil());
