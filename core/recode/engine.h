@@ -40,16 +40,12 @@
 // own stream.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
+#include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <thread>
-#include <unordered_map>
+#include <span>
 #include <vector>
 
 #include "daskcaps/base/bytes.h"
@@ -93,6 +89,10 @@ bool needs_recode(std::span<const Bytes> frames, const TranscodeOptions& options
 Result<std::vector<Bytes>> recode_message(std::vector<Bytes> frames, const TranscodeOptions& options,
                                           TranscodeReport& report, bool& passed_through,
                                           std::uint64_t offset = 0, std::shared_ptr<PageBuffer> storage = {});
+
+namespace detail {
+class OrderedPool;
+}  // namespace detail
 
 class RecodeEngine {
  public:
@@ -166,7 +166,7 @@ class RecodeEngine {
   void drain(StreamId stream);
 
   /// Readable while outputs wait for poll() (an eventfd; the engine owns it).
-  int event_fd() const { return event_fd_; }
+  int event_fd() const;
   /// Hands out up to `max` queued outputs (streams without a callback), in
   /// order per stream; returns how many.
   std::size_t poll(const Deliver& fn, std::size_t max = SIZE_MAX);
@@ -178,40 +178,12 @@ class RecodeEngine {
   void wait_for_room(StreamId stream, std::uint64_t bytes);
   /// Wire bytes submitted and not yet delivered.
   std::uint64_t inflight_bytes() const;
-  unsigned threads() const { return static_cast<unsigned>(workers_.size()); }
+  unsigned threads() const;
 
  private:
-  struct Stream;
-  struct Job {
-    std::shared_ptr<Stream> stream;
-    std::uint64_t first_seq = 0;
-    std::vector<Input> inputs;  // consecutive messages of the stream
-  };
-
-  void worker_loop();
-  Output run_one(const Stream& stream, std::uint64_t seq, Input& input) const;
-  void dispatch_locked(std::unique_lock<std::mutex>& lock, const std::shared_ptr<Stream>& s);
-  void complete(const std::shared_ptr<Stream>& s, std::vector<Output> outputs);
-  void deliver_ready(std::unique_lock<std::mutex>& lock, const std::shared_ptr<Stream>& s);
-  void release_locked(std::uint64_t bytes);
-  /// drain() with the lock held; false when there is no such stream.
-  bool drain_locked(std::unique_lock<std::mutex>& lock, StreamId id);
-  Submitted enqueue(StreamId id, Input& input, bool wait);
-
-  EngineOptions options_;
-  mutable std::mutex mu_;
-  std::condition_variable work_cv_;   // workers wait for jobs
-  std::condition_variable room_cv_;   // submit() waits for byte room
-  std::condition_variable done_cv_;   // finish()/cancel() wait for deliveries
-  std::deque<Job> jobs_;
-  std::unordered_map<StreamId, std::shared_ptr<Stream>> streams_;
-  std::deque<Output> polled_;         // in order per stream, for poll()
-  StreamId next_id_ = 1;
-  std::uint64_t inflight_ = 0;
-  bool stopping_ = false;
-  int event_fd_ = -1;
-  bool event_armed_ = false;          // the eventfd holds a count not yet read
-  std::vector<std::thread> workers_;
+  // The workers, their queues and locks (core/recode/detail/ordered_pool.h),
+  // out of this header.
+  std::unique_ptr<detail::OrderedPool> pool_;
 };
 
 /// The driver of `transcode`: reads messages from `next` (nullopt at the

@@ -200,7 +200,7 @@ TEST_CASE("transcode: real lz4 frames become zstd with the same bytes inside") {
 
 TEST_CASE("transcode: large frames decoded to raw are decompress()'s bytes, message after message") {
   // lz4 and snappy frames of 1 MiB and more are decoded to raw into blocks
-  // used again once written (core/recode/transcode.cpp DecodedBlocks): each
+  // used again once written (core/recode/detail/decoded_blocks.cpp DecodedBlocks): each
   // output is its own frame's bytes, never what a block held before, with
   // the frames alive at once or one after the other, larger and smaller
   // than the last; zstd and zlib frames in between (decoded into Buffers)
