@@ -44,7 +44,7 @@ def main():
             header = f.read()
         if "Start here." not in header.split("#pragma once")[0]:
             fail("daskcaps/daskcaps.h does not open with 'Start here.'")
-        src = os.path.join(inst.root, "example.cpp")
+        src = os.path.join(inst.root, "example.cc")
         with open(src, "w") as f:
             f.write(example_of(header))
         env = dict(os.environ, PKG_CONFIG_PATH=inst.pkgconfig_dir)
