@@ -67,20 +67,40 @@ extern "C" void on_signal(int sig) {
   ::_exit(128 + sig);
 }
 
-void guard_temp(const std::string& temp) {
+constexpr int kGuardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+
+sigset_t guarded_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : kGuardedSignals) sigaddset(&set, sig);
+  return set;
+}
+
+// Before a temporary output is created: the handler in place, and the
+// signals held until the file is in the table (guard_temp), so that no
+// signal finds a file the handler does not know.
+void before_temp() {
   if (g_temp_count == 0) {
     struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaction(sig, &sa, nullptr);
+    for (int sig : kGuardedSignals) sigaction(sig, &sa, nullptr);
     // Past a file size limit, let write() fail with EFBIG (an error we
     // report and clean up after) rather than be killed by SIGXFSZ.
     std::signal(SIGXFSZ, SIG_IGN);
   }
-  if (g_temp_count >= kGuardedTemps || temp.size() >= sizeof g_temp_paths[0]) return;
-  std::memcpy(g_temp_paths[g_temp_count], temp.c_str(), temp.size() + 1);
-  g_temp_count = g_temp_count + 1;
-  g_temp_active = 1;
+  const sigset_t set = guarded_signals();
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+void guard_temp(const std::string& temp) {
+  if (!temp.empty() && g_temp_count < kGuardedTemps && temp.size() < sizeof g_temp_paths[0]) {
+    std::memcpy(g_temp_paths[g_temp_count], temp.c_str(), temp.size() + 1);
+    g_temp_count = g_temp_count + 1;
+    g_temp_active = 1;
+  }
+  const sigset_t set = guarded_signals();
+  ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);  // a signal held meanwhile arrives now
 }
 
 Result<TranscodeOptions> core_options(const TranscodeCliOptions& o) {
@@ -163,7 +183,7 @@ int run_transcode(TranscodeCliOptions o) {
   // A capture goes to one file per connection and direction, unless one of
   // them is chosen.
   const bool split = summary.capture && !(o.connection && !o.direction.empty());
-  auto outputs = formats::StreamOutputs::create(o.output, split, guard_temp);
+  auto outputs = formats::StreamOutputs::create(o.output, split, {before_temp, guard_temp});
   if (!outputs) return report_error("", outputs.error());
   formats::StreamOutputs& out = **outputs;
 

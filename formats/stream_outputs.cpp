@@ -46,14 +46,13 @@ struct StreamOutputs::File {
   }
 };
 
-StreamOutputs::StreamOutputs(std::string path, bool split, std::function<void(const std::string&)> on_temp)
-    : path_(std::move(path)), split_(split), on_temp_(std::move(on_temp)) {}
+StreamOutputs::StreamOutputs(std::string path, bool split, TempHooks hooks)
+    : path_(std::move(path)), split_(split), hooks_(std::move(hooks)) {}
 
 StreamOutputs::~StreamOutputs() = default;
 
-Result<std::unique_ptr<StreamOutputs>> StreamOutputs::create(const std::string& path, bool split,
-                                                             std::function<void(const std::string&)> on_temp) {
-  std::unique_ptr<StreamOutputs> out(new StreamOutputs(path, split, std::move(on_temp)));
+Result<std::unique_ptr<StreamOutputs>> StreamOutputs::create(const std::string& path, bool split, TempHooks hooks) {
+  std::unique_ptr<StreamOutputs> out(new StreamOutputs(path, split, std::move(hooks)));
   if (split) {
     if (::mkdir(path.c_str(), 0777) != 0 && errno != EEXIST)
       return make_error(Errc::io, std::strerror(errno)).add_context(path);
@@ -66,9 +65,10 @@ Result<std::unique_ptr<StreamOutputs>> StreamOutputs::create(const std::string& 
 
 Result<StreamOutputs::Slot> StreamOutputs::open_file(std::string path, std::optional<std::size_t> connection,
                                                      std::optional<Direction> direction) {
+  if (hooks_.before) hooks_.before();
   auto f = AtomicFile::create(path);
+  if (hooks_.after) hooks_.after(f ? (*f)->temp_path() : std::string());
   if (!f) return std::move(f).error();
-  if (on_temp_) on_temp_((*f)->temp_path());
   auto file = std::make_unique<File>();
   file->info.path = (*f)->path();
   file->info.connection = connection;

@@ -44,16 +44,24 @@ struct OutputFile {
   std::uint64_t bytes = 0;
 };
 
+/// Told of every temporary file, for its removal when a signal ends the
+/// run: `before` runs just before one is created, `after` just after, with
+/// its path ("" when it could not be created), on the same thread. A caller
+/// that blocks its signals in `before` and unblocks them in `after` never
+/// meets a moment in which a temporary file exists that it does not know.
+struct TempHooks {
+  std::function<void()> before;
+  std::function<void(const std::string&)> after;
+};
+
 class StreamOutputs {
  public:
   using Slot = std::size_t;
 
   /// Single layout when `split` is false (the file is created at once, so
   /// it exists even when no message reaches it), else split under the
-  /// directory `path`. `on_temp` is told every temporary file created (for
-  /// cleanup on a signal).
-  static Result<std::unique_ptr<StreamOutputs>> create(const std::string& path, bool split,
-                                                       std::function<void(const std::string&)> on_temp = {});
+  /// directory `path`. `hooks` are told of every temporary file created.
+  static Result<std::unique_ptr<StreamOutputs>> create(const std::string& path, bool split, TempHooks hooks = {});
   ~StreamOutputs();
 
   /// The file `message` goes to, creating it on first use; `connections`
@@ -77,13 +85,13 @@ class StreamOutputs {
 
  private:
   struct File;
-  StreamOutputs(std::string path, bool split, std::function<void(const std::string&)> on_temp);
+  StreamOutputs(std::string path, bool split, TempHooks hooks);
   Result<Slot> open_file(std::string path, std::optional<std::size_t> connection,
                          std::optional<Direction> direction);
 
   std::string path_;
   bool split_;
-  std::function<void(const std::string&)> on_temp_;
+  TempHooks hooks_;
   mutable std::mutex mu_;                     // guards files_ (not the files' contents)
   std::vector<std::unique_ptr<File>> files_;  // stable addresses
   std::map<std::pair<std::size_t, int>, Slot> keys_;  // (connection, direction) -> slot

@@ -36,8 +36,12 @@ bool Peer::lacks(std::string_view codec) const {
 std::string python_version_from_string(std::string_view s) {
   const auto n = version_numbers(s);
   if (n.size() < 2) return "";
-  std::string out = std::to_string(n[0]) + "." + std::to_string(n[1]);
-  if (n.size() >= 3) out += "." + std::to_string(n[2]);
+  // Appended part by part: GCC 12 -O3 misreads `"." + string&&` (CMakeLists.txt).
+  std::string out = std::to_string(n[0]);
+  for (std::size_t i = 1; i < std::min<std::size_t>(n.size(), 3); ++i) {
+    out += '.';
+    out += std::to_string(n[i]);
+  }
   return out;
 }
 
