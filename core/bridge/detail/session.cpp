@@ -3,6 +3,8 @@
 #include <cstring>
 
 #include "daskcaps/base/peer_text.h"
+#include "daskcaps/caps/delivery.h"
+#include "daskcaps/caps/peer.h"
 #include "daskcaps/net/rpc.h"
 #include "daskcaps/wire/codec.h"
 #include "daskcaps/wire/frames.h"
@@ -37,14 +39,6 @@ std::optional<std::string> direct_transfer_op(const Bytes& frame0, const Limits&
     for (const msgpack::Value& m : root->as_array())
       if (auto op = m.is_map() ? named(m) : std::nullopt) return op;
   return std::nullopt;
-}
-
-// The codec a handshake asks to be written in: its named codec when this
-// build has it, else none.
-Codec advertised_codec(const Handshake& h) {
-  if (h.compression && h.compression->compresses())
-    if (auto c = codec_from_name(h.compression->name)) return *c;
-  return Codec::none;
 }
 
 std::string plan_text(const TranscodeOptions& t) {
@@ -430,28 +424,37 @@ void Session::open_streams() {
   const BridgeOptions& o = bridge_.options_;
   bridge_.loop_.cancel_timer(handshake_timer_);
 
+  // What each side gets is the one policy's (core/caps/delivery.h): the
+  // bridge writes any codec and prefers none, so each side gets what it
+  // decodes, in its own order; the flags name the client's codec, pickle
+  // protocol and layout. The layout changes only when the flags say so.
+  const Peer client = peer_from_handshake(client_.peer, *client_.handshake, o.recode.limits);
+  const Peer upstream = peer_from_handshake(upstream_.peer, *upstream_.handshake, o.recode.limits);
+  DeliveryOptions for_client;
+  for_client.order = DeliveryOptions::Order::receiver;
+  for_client.codec = o.codec;
+  for_client.pickle_protocol = o.pickle_protocol;
+  for_client.cpu_layout = o.layout_cpu;
+  DeliveryOptions for_upstream;
+  for_upstream.order = DeliveryOptions::Order::receiver;
+  for_upstream.cpu_layout = false;
+  auto to_client_plan = deliver(this_build(), client, for_client);
+  auto to_upstream_plan = deliver(this_build(), upstream, for_upstream);
+  if (!to_client_plan || !to_upstream_plan) {
+    fail("cannot plan the session: " + (to_client_plan ? to_upstream_plan.error() : to_client_plan.error()).message());
+    return;
+  }
+
   RecodeEngine::StreamOptions to_client;
-  to_client.transcode = o.recode;
+  to_client.transcode = to_client_plan->recode_options(o.recode);
+  to_client.transcode.keep_unconvertible = o.keep_unconvertible;
   to_client.inline_bytes = o.inline_bytes;
-  TranscodeOptions& tc = to_client.transcode;
-  const Codec client_codec = o.codec.value_or(advertised_codec(*client_.handshake));
-  tc.codec = client_codec;
-  tc.accept_codecs = {client_codec};
-  const int client_pickle =
-      o.pickle_protocol.value_or(static_cast<int>(client_.handshake->pickle_protocol.value_or(5)));
-  if (client_pickle < 5) tc.pickle_protocol = std::max(0, client_pickle);
-  tc.layout_cpu = o.layout_cpu;
-  tc.keep_unconvertible = o.keep_unconvertible;
+  const TranscodeOptions& tc = to_client.transcode;
 
   RecodeEngine::StreamOptions to_upstream;
-  to_upstream.transcode = o.recode;
+  to_upstream.transcode = to_upstream_plan->recode_options(o.recode);
   to_upstream.inline_bytes = o.inline_bytes;
-  TranscodeOptions& tu = to_upstream.transcode;
-  const Codec upstream_codec = advertised_codec(*upstream_.handshake);
-  tu.codec = upstream_codec;
-  tu.accept_codecs = {upstream_codec};
-  const int upstream_pickle = static_cast<int>(upstream_.handshake->pickle_protocol.value_or(5));
-  if (upstream_pickle < 5) tu.pickle_protocol = std::max(0, upstream_pickle);
+  const TranscodeOptions& tu = to_upstream.transcode;
 
   upstream_.for_other = tc;
   client_.for_other = tu;
