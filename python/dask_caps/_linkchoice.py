@@ -50,8 +50,9 @@ class Link:
                                    dask_release=dask_release)
         self.peer = peer  # already bounded and escaped by the caller
         self.peer_kind = peer_kind  # the peer's published role, or "plain"
-        # Dask's rule: a compressed frame must be this much smaller than the raw one
-        self.ratio = 0.7 if dask_release == "newest" else 0.9
+        # Dask's rule: a compressed frame must be this much smaller than the
+        # raw one (the core's, for this release: core/wire/dask_release.h)
+        self.ratio = self.chooser.ratio
         self.stats = stats  # the plugin's counters (dask_caps/_metrics.py)
 
     def compress(self, original, payload, args, kwargs):

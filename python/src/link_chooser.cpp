@@ -77,6 +77,7 @@ class PyLinkChooser {
     }
     o.zstd_levels = zstd_levels;
     o.rules = release_argument(dask_release).maybe_compress_rules();
+    ratio_ = o.rules.ratio;
     o.vote_bytes = vote_bytes;
     o.margin = margin;
     o.votes = votes;
@@ -117,6 +118,7 @@ class PyLinkChooser {
     return f(*chooser_);
   }
 
+  double ratio() const { return ratio_; }
   std::optional<int> level() { return read([&](const link::LinkChooser&) { return level_; }); }
   bool changed() { return read([](const link::LinkChooser& c) { return c.changed(); }); }
   std::uint64_t changes() { return read([](const link::LinkChooser& c) { return c.changes(); }); }
@@ -150,6 +152,7 @@ class PyLinkChooser {
   std::mutex mutex_;
   std::optional<link::LinkChooser> chooser_;
   std::optional<int> level_;
+  double ratio_ = 0;
 };
 
 }  // namespace
@@ -179,7 +182,10 @@ void register_link_chooser(py::module_& m) {
       .def_property_readonly("rate", &PyLinkChooser::rate, "The link's rate in bytes per second, or None.")
       .def_property_readonly("rate_source", &PyLinkChooser::rate_source, "\"tcp\", \"writes\" or \"unknown\".")
       .def_property_readonly("rtt", &PyLinkChooser::rtt, "The last RTT TCP_INFO gave, in seconds, or None.")
-      .def_property_readonly("candidates", &PyLinkChooser::candidates);
+      .def_property_readonly("candidates", &PyLinkChooser::candidates)
+      .def_property_readonly("ratio", &PyLinkChooser::ratio,
+                             "Dask's maybe_compress ratio of its dask_release: a coded frame is kept only when "
+                             "at most this fraction of the raw one.");
 }
 
 }  // namespace daskcaps::python

@@ -117,6 +117,9 @@ class Choice(unittest.TestCase):
         pinned = _core.LinkChooser(ALL, pin="zstd-3")
         self.assertEqual(pinned.choose(DATA), "zstd")
         self.assertEqual(pinned.level, 3)
+        # maybe_compress's ratio is the release's, from the core.
+        self.assertAlmostEqual(_core.LinkChooser(ALL).ratio, 0.7)
+        self.assertAlmostEqual(_core.LinkChooser(ALL, dask_release="2022.12").ratio, 0.9)
 
     def test_threads_share_one_chooser(self):
         c = _core.LinkChooser(ALL)
