@@ -11,6 +11,7 @@ answers), and that its output holds no forged line.
 import os
 import signal
 import subprocess
+import sys
 import unittest
 
 from test_bridge_forged_caps import MiB, KEPT_AT_MOST, rss, forge
@@ -58,7 +59,11 @@ class ServeWithForgingClients(unittest.TestCase):
                 wait_read(s)
                 clients.append(s)
         kept = rss(self.proc.pid) - before
-        self.assertLess(kept, KEPT_AT_MOST, f"serve kept {kept / MiB:.1f} MiB with the clients connected")
+        print(f"serve kept {kept / MiB:.1f} MiB with the clients connected (RSS growth)", file=sys.stderr)
+        # AddressSanitizer's quarantine holds freed memory: a measure of
+        # ASan, not of serve; the normal build asserts the bound.
+        if os.environ.get("DASKCAPS_SANITIZED") != "1":
+            self.assertLess(kept, KEPT_AT_MOST, f"serve kept {kept / MiB:.1f} MiB with the clients connected")
         r = subprocess.run([DASK_CAPS, "check", "--json", self.address], capture_output=True, text=True,
                            timeout=GUARD)
         self.assertIn(r.returncode, (0, 1), r.stderr)

@@ -24,6 +24,12 @@
 #include "daskcaps/wire/msgpack.h"
 #include "daskcaps/wire/window_codec.h"
 
+// Hidden, declarations included: message_in_place.cpp (a public source)
+// instantiates Result<std::optional<InlinePlan>>, and the type information
+// of that instance would otherwise leave libdaskcaps.so under the daskcaps
+// namespace (tests/cli/test_install.py refuses any detail/ internal there).
+#pragma GCC visibility push(hidden)
+
 namespace daskcaps::detail {
 
 // Runs the decoded bytes of a frame through `fn`, in order, in windows.
@@ -70,3 +76,5 @@ Result<std::optional<InlinePlan>> plan_inline(const Message& in, SubObject& obj,
                                               const TranscodeOptions& opt);
 
 }  // namespace daskcaps::detail
+
+#pragma GCC visibility pop

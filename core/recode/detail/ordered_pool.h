@@ -25,6 +25,12 @@
 #include "daskcaps/recode/engine.h"
 #include "daskcaps/recode/transcode.h"
 
+// Hidden, declarations included: the standard library's helpers that
+// engine.cpp instantiates for it (make_unique, unique_ptr's parts) would
+// otherwise leave libdaskcaps.so, their demangled names starting with a
+// daskcaps:: return type (tests/cli/test_install.py refuses them).
+#pragma GCC visibility push(hidden)
+
 namespace daskcaps::detail {
 
 class OrderedPool {
@@ -109,3 +115,5 @@ class OrderedPool {
 };
 
 }  // namespace daskcaps::detail
+
+#pragma GCC visibility pop
