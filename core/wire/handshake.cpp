@@ -85,8 +85,7 @@ constexpr std::string_view kPlain = "; read as a plain Dask peer";
 CapabilitiesKey refuse(std::string why) {
   CapabilitiesKey k;
   k.state = CapabilitiesKey::State::refused;
-  k.reason = std::move(why);
-  k.refused = "its \"capabilities\" handshake key is refused: " + k.reason + std::string(kPlain);
+  k.refused = "its \"capabilities\" handshake key is refused: " + std::move(why) + std::string(kPlain);
   return k;
 }
 

@@ -65,9 +65,6 @@ struct CapabilitiesKey {
   /// refused: why, in one line, its peer strings escaped and bounded
   /// (peer_text), ending "; read as a plain Dask peer".
   std::string refused;
-  /// refused: the reason alone ("\"codecs\" lists 33 names, more than 32
-  /// (--max-capability-codecs)"), for a caller with its own sentence.
-  std::string reason;
 };
 
 /// The one reader of the "capabilities" key as dask-caps peers publish it

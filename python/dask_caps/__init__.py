@@ -45,13 +45,6 @@ function per operation (python/README.md has the details):
         "recode"}, "recode" being the arguments of recode() for the
         receiver, or None when nothing changes.
 
-    read_capabilities(value) -> (dict | None, str | None)
-        What a peer published: its "capabilities" value (as Dask decoded
-        the handshake), read by the core's one reader under its bounds.
-        (dict, None) when accepted ({"codecs", "max-pickle-protocol",
-        "gpu", "dask-caps", "role"}, None for keys not sent), or
-        (None, why) when refused (one line, escaped).
-
     dask_release(distributed_version) -> str
         "2022.12" or "newest": the behaviour of that release, as
         recode(dask_release=...) takes it.
@@ -77,9 +70,8 @@ from ._core import (  # noqa: F401
     inspect,
     negotiate,
     probe,
-    read_capabilities,
     recode,
 )
 
 __all__ = ["CODECS", "Error", "__version__", "compress", "dask_release", "decompress", "deliver", "inspect",
-           "negotiate", "probe", "read_capabilities", "recode"]
+           "negotiate", "probe", "recode"]

@@ -69,12 +69,10 @@ logger = logging.getLogger("distributed.dask_caps")
 #: The handshake key this plugin publishes (and dask-caps check and serve send).
 CAPABILITIES_KEY = "capabilities"
 
-#: The core's bounds on what a peer's "capabilities" key may hold (its
-#: defaults of Limits::max_capability_name and max_capability_codecs; the
-#: core reads the key: read_capabilities below): a codec name, the role and
-#: the version are at most MAX_NAME printable ASCII bytes, and "codecs"
-#: names at most MAX_CODECS. A value past them makes the peer a plain peer.
-#: The plugin itself applies MAX_NAME to a plain peer's advertised codec.
+#: Bounds on what a peer's "capabilities" key may hold (the core's capsbound
+#: applies the same): a codec name, the role and the version are at most
+#: MAX_NAME printable ASCII characters, and "codecs" names at most MAX_CODECS.
+#: A value past them makes the peer a plain peer.
 MAX_NAME = 64
 MAX_CODECS = 32
 #: How much of a refused value one log line shows (escaped).
@@ -326,19 +324,45 @@ def _bounded_name(v) -> bool:
     return isinstance(v, str) and len(v) <= MAX_NAME and v.isascii() and v.isprintable()
 
 
+def _name_problem(what: str, v) -> str:
+    return "%s is not a string of at most %d printable ASCII characters: %s" % (what, MAX_NAME, shown(v))
+
+
 def read_capabilities(value):
-    """The peer's "capabilities" value as a Peer, or (None, why) when the
-    core refuses it: read by the core's one reader (read_capabilities of
-    core/wire/handshake.h, through dask_caps.read_capabilities), under its
-    bounds (at most 32 codec names; names, "role" and "dask-caps" of at most
-    64 printable ASCII bytes). `why` is one line, bounded and escaped by the
-    core; nothing of a refused value is kept. Dask has decoded the
-    handshake already, so the core packs the value again to read it."""
-    doc, why = dask_caps.read_capabilities(value)
-    if doc is None:
-        return None, why
-    return Peer(doc["codecs"], doc["max-pickle-protocol"], doc["gpu"], doc["dask-caps"], doc["role"],
-                published=True), None
+    """The peer's "capabilities" value as a Peer, or (None, why) when it is
+    malformed or past the bounds (MAX_CODECS names of MAX_NAME printable
+    ASCII characters; the same for "role" and "dask-caps"). `why` is
+    bounded and escaped; nothing of a refused value is kept. msgpack hands
+    lists over as tuples (use_list=False)."""
+    if not isinstance(value, dict):
+        return None, "not a map but %s" % shown(value)
+    codecs = value.get("codecs")
+    if not isinstance(codecs, (list, tuple)):
+        return None, "\"codecs\" is not a list of names"
+    if len(codecs) > MAX_CODECS:
+        return None, "\"codecs\" names %d codecs (at most %d)" % (len(codecs), MAX_CODECS)
+    for c in codecs:
+        if not isinstance(c, str):
+            return None, "\"codecs\" is not a list of names"
+        if not _bounded_name(c):
+            return None, _name_problem("a codec name", c)
+    pickle_max = value.get("max-pickle-protocol", 5)
+    if not _is_int(pickle_max) or pickle_max < 0:
+        return None, "\"max-pickle-protocol\" is not a non-negative integer"
+    gpu = value.get("gpu", None)
+    if gpu is not None and not isinstance(gpu, bool):
+        return None, "\"gpu\" is not a boolean"
+    version = value.get("dask-caps")
+    role = value.get("role")
+    if version is not None and not isinstance(version, str):
+        return None, "\"dask-caps\" is not a string"
+    if role is not None and not isinstance(role, str):
+        return None, "\"role\" is not a string"
+    if version is not None and not _bounded_name(version):
+        return None, _name_problem("\"dask-caps\"", version)
+    if role is not None and not _bounded_name(role):
+        return None, _name_problem("\"role\"", role)
+    return Peer(codecs, pickle_max, gpu, version, role, published=True), None
 
 
 def _plain_peer(remote: dict) -> Peer:

@@ -1,17 +1,11 @@
 #include "python/src/delivery.h"
 
-#include <malloc.h>
-
 #include <algorithm>
 #include <optional>
 #include <string>
 
 #include "daskcaps/caps/delivery.h"
-#include "daskcaps/base/peer_text.h"
 #include "daskcaps/wire/dask_release.h"
-#include "daskcaps/wire/handshake.h"
-#include "daskcaps/wire/msgpack.h"
-#include "python/src/buffers.h"
 #include "python/src/errors.h"
 
 namespace daskcaps::python {
@@ -20,9 +14,6 @@ namespace py = pybind11;
 using py::arg;
 
 namespace {
-
-/// Keys of this many bytes or more are followed by malloc_trim().
-constexpr std::size_t kTrimBytes = std::size_t{1} << 20;
 
 /// The receiver as deliver() reads it: a dict of the published
 /// "capabilities" names ("codecs", "max-pickle-protocol", "gpu", "role").
@@ -144,61 +135,6 @@ py::dict deliver_py(const py::object& receiver_arg, const py::object& writes, co
   return out;
 }
 
-/// What the peer published: its "capabilities" value (as Dask decoded the
-/// handshake), packed again with Python's msgpack and read by the core's
-/// one reader under its bounds. (dict, None), or (None, why) when refused.
-/// Keys the peer did not send are None in the dict.
-py::tuple read_capabilities_py(const py::object& value) {
-  py::dict holder_doc;
-  holder_doc["capabilities"] = value;
-  py::object packed;
-  try {
-    packed = py::module_::import("msgpack").attr("packb")(holder_doc, py::arg("use_bin_type") = true);
-  } catch (const py::error_already_set& e) {
-    return py::make_tuple(py::none(), py::str("not msgpack data: " + peer_text(e.what(), 200)));
-  }
-  holder_doc = py::dict();
-  CapabilitiesKey key;
-  std::string bad;
-  bool sent_gpu = false, sent_version = false, sent_role = false;
-  std::size_t size = 0;
-  {
-    BufferView in(packed, "capabilities");
-    size = in.span().size();
-    py::gil_scoped_release nogil;
-    const Limits limits;
-    auto holder = msgpack::decode_all(in.span(), limits);
-    if (!holder) {
-      bad = "not msgpack: " + holder.error().message();
-    } else {
-      key = read_capabilities(*holder, limits);
-      if (key.state == CapabilitiesKey::State::published) {
-        const msgpack::Value& sent = *holder->find("capabilities");
-        sent_gpu = sent.find("gpu") != nullptr;
-        sent_version = sent.find("dask-caps") != nullptr;
-        sent_role = sent.find("role") != nullptr;
-      }
-    }
-  }
-  packed = py::object();
-  // A peer that sent a large key keeps no memory here: what packing and
-  // decoding it took (freed above) goes back to the system now, not when
-  // the heap next shrinks on its own.
-  if (size >= kTrimBytes) ::malloc_trim(0);
-  if (!bad.empty()) return py::make_tuple(py::none(), py::str(bad));
-  if (key.state != CapabilitiesKey::State::published) return py::make_tuple(py::none(), py::str(key.reason));
-  const Capabilities& c = key.capabilities;
-  py::dict out;
-  py::list codecs;
-  for (const auto& name : c.codecs) codecs.append(py::str(name));
-  out["codecs"] = codecs;
-  out["max-pickle-protocol"] = py::int_(c.max_pickle_protocol);
-  out["gpu"] = sent_gpu ? py::object(py::bool_(c.gpu)) : py::object(py::none());
-  out["dask-caps"] = sent_version ? py::object(py::str(c.dask_caps)) : py::object(py::none());
-  out["role"] = sent_role ? py::object(py::str(c.role)) : py::object(py::none());
-  return py::make_tuple(out, py::none());
-}
-
 std::string dask_release_py(const std::string& distributed_version) {
   return std::string(DaskRelease::from_version(distributed_version).name());
 }
@@ -211,9 +147,6 @@ void register_delivery(py::module_& m) {
         arg("keep_layout_for_schedulers") = false,
         "What a receiver gets (the core's one policy): codec, accept, pickle-protocol, layout, and the "
         "arguments of recode() for it (None when nothing changes).");
-  m.def("read_capabilities", &read_capabilities_py, arg("value"),
-        "What a peer published: its \"capabilities\" value, read by the core under its bounds; (dict, None), "
-        "or (None, why) when refused.");
   m.def("dask_release", &dask_release_py, arg("distributed_version"),
         "The behaviour of a distributed version: \"2022.12\" (before 2023.5.0) or \"newest\"; the "
         "dask_release= of recode() and LinkChooser.");

@@ -344,23 +344,6 @@ class Deliver(unittest.TestCase):
         self.assertEqual(dask_caps.deliver({"max-pickle-protocol": 2 ** 80})["pickle-protocol"], 5)
         self.assertEqual(dask_caps.deliver({"max-pickle-protocol": -2 ** 80})["pickle-protocol"], 0)
 
-    def test_read_capabilities_is_the_cores_reader(self):
-        doc, why = dask_caps.read_capabilities({"codecs": ("lz4", "zstd"), "gpu": False, "role": "worker"})
-        self.assertIsNone(why)
-        self.assertEqual(doc, {"codecs": ["lz4", "zstd"], "max-pickle-protocol": 5, "gpu": False,
-                               "dask-caps": None, "role": "worker"})
-        # The same refusals, in the same words, as check, serve and the bridge.
-        self.assertEqual(dask_caps.read_capabilities({"codecs": ["lz4"] * 33}),
-                         (None, "\"codecs\" lists 33 names, more than 32 (--max-capability-codecs)"))
-        self.assertEqual(dask_caps.read_capabilities(5), (None, "a msgpack int, not a map"))
-        none, why = dask_caps.read_capabilities({"codecs": ["lz4\n" + "x" * 100]})
-        self.assertIsNone(none)
-        self.assertNotIn("\n", why)
-        self.assertIn("(+", why)
-        none, why = dask_caps.read_capabilities({"codecs": [object()]})
-        self.assertIsNone(none)
-        self.assertTrue(why.startswith("not msgpack data"), why)
-
     def test_dask_release(self):
         self.assertEqual(dask_caps.dask_release("2022.12.1+ds.1"), "2022.12")
         self.assertEqual(dask_caps.dask_release("2023.5.0"), "newest")
