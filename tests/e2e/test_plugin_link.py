@@ -60,13 +60,21 @@ class PluginLinkChoice:
 
     def test_shaped_link_compresses_what_compresses(self):
         self.ns.shape("50mbit")
-        out = self.run_client()
         # The codec speeds are measured in the worker, so on a busy machine
         # the first results may rightly go raw; the hysteresis then takes a
         # few more frames. Over both compressible phases some travel coded.
-        coded = {}
-        for phase in ("compressible", "compressible-again"):
-            coded.update({c: n for c, n in grown(out[phase], "workers").items() if c != "none"})
+        # CI runs two tests at once on two cores: there a whole run of the
+        # 2022.12.1 cluster went raw in two of five clean-clone runs, so a
+        # run that coded nothing gets one more, with a fresh cluster (a
+        # plugin that never codes fails both).
+        for attempt in (1, 2):
+            out = self.run_client()
+            coded = {}
+            for phase in ("compressible", "compressible-again"):
+                coded.update({c: n for c, n in grown(out[phase], "workers").items() if c != "none"})
+            if coded:
+                break
+            print(f"attempt {attempt}: no compressible result travelled in a codec", file=sys.stderr)
         self.assertTrue(coded, f"no compressible result travelled in a codec: {out}")
         self.assertTrue(set(coded) <= {"lz4", "zstd", "snappy", "zlib"}, out)
         self.assertEqual(set(grown(out["random"], "workers")), {"none"}, out)
