@@ -1,4 +1,4 @@
-// The decoder in pieces (core/wire/stream_codec.h) against the whole-frame
+// The decoder in pieces (core/wire/internal/stream_codec.h) against the whole-frame
 // decoders, on what Dask sends most: an array frame, here a rounded random
 // walk of float64 (numpy: np.round(np.cumsum(normal), 2)), lz4- and
 // zstd-compressed as Dask does.
@@ -23,7 +23,7 @@
 
 #include "bench_timing.h"
 #include "daskcaps/wire/codec.h"
-#include "daskcaps/wire/stream_codec.h"
+#include "core/wire/internal/stream_codec.h"
 
 using namespace daskcaps;
 

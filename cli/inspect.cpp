@@ -25,7 +25,7 @@ namespace daskcaps::cli {
 namespace {
 
 // Messages of a raw stream at least this large are read from their frame 0
-// and sub-headers (formats/raw_stream.h).
+// and sub-headers (formats/internal/raw_stream.h).
 constexpr std::uint64_t kInspectStoreBytes = std::uint64_t{16} << 20;
 
 struct InspectOptions {

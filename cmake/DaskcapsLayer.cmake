@@ -1,7 +1,8 @@
 # daskcaps_layer(NAME [DIR folder] DEPS targets...)
 #
 # Adds the object library daskcaps_NAME from the sources of one folder
-# (default: the folder NAME beside this call, with its detail/ subfolder),
+# (default: the folder NAME beside this call, with its internal/ and detail/
+# subfolders),
 # compiled position-independent (its objects go into libdaskcaps.so and
 # libdaskcaps.a alike: daskcaps_library() below), with the usage
 # requirements of DEPS (the layers below it and external libraries). The
@@ -13,26 +14,30 @@
 # so that a symbol the layer takes from a layer above it is an undefined
 # reference at link time.
 #
-# What the shared library exports: the sources of detail/ are compiled with
-# hidden visibility, so nothing they define leaves libdaskcaps.so (they are
-# the layers' internals; the static library and the layer checks still link
-# them). The version script (cmake/daskcaps.map.in) then exports only the
-# daskcaps namespace of what remains.
+# The three kinds of header (docs/design.md §2): a layer's own folder holds
+# its public headers (installed); internal/ the headers other layers above
+# it use but a program of the library does not (not installed); detail/ the
+# layer's private ones. What the shared library exports: the sources of
+# internal/ and detail/ are compiled with hidden visibility, so nothing they
+# define leaves libdaskcaps.so (the static library, the in-tree tests and
+# benches and the layer checks still link them). The version script
+# (cmake/daskcaps.map.in) then exports only the daskcaps namespace of what
+# remains: the public headers' API.
 function(daskcaps_layer name)
   cmake_parse_arguments(L "" "DIR" "DEPS" ${ARGN})
   if(NOT L_DIR)
     set(L_DIR ${CMAKE_CURRENT_SOURCE_DIR}/${name})
   endif()
   file(GLOB sources CONFIGURE_DEPENDS ${L_DIR}/*.cpp)
-  file(GLOB detail_sources CONFIGURE_DEPENDS ${L_DIR}/detail/*.cpp)
-  add_library(daskcaps_${name} OBJECT ${sources} ${detail_sources})
+  file(GLOB hidden_sources CONFIGURE_DEPENDS ${L_DIR}/internal/*.cpp ${L_DIR}/detail/*.cpp)
+  add_library(daskcaps_${name} OBJECT ${sources} ${hidden_sources})
   # Inline functions are hidden (-fvisibility-inlines-hidden): each program
   # compiles its own, and a detail/ class's inline members (a template's
   # among them) that a public source uses but does not inline (Debug, the
   # sanitizer build) do not leave the library either.
   set_target_properties(daskcaps_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON VISIBILITY_INLINES_HIDDEN ON)
-  if(detail_sources)
-    set_source_files_properties(${detail_sources} TARGET_DIRECTORY daskcaps_${name}
+  if(hidden_sources)
+    set_source_files_properties(${hidden_sources} TARGET_DIRECTORY daskcaps_${name}
                                 PROPERTIES COMPILE_OPTIONS "-fvisibility=hidden")
   endif()
   # GCC assumes that an exported function compiled -fPIC may be replaced at

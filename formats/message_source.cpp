@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "daskcaps/formats/raw_stream.h"
+#include "formats/internal/raw_stream.h"
 
 namespace daskcaps::formats {
 

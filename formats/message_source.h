@@ -14,7 +14,7 @@
 // The file is sniffed once, from its first bytes:
 //   pcap    libpcap magic (either byte order, micro- or nanosecond)
 //   pcapng  a section header block
-//   raw     the bytes one side of a Dask comm wrote (formats/raw_stream.h):
+//   raw     the bytes one side of a Dask comm wrote (formats/internal/raw_stream.h):
 //           the first 16 bytes must be a plausible message prelude
 // anything else is Errc::bad_magic at offset 0, naming what was expected.
 // An empty file is a raw stream with no messages. Standard input ("-") is
@@ -76,7 +76,7 @@ struct SourceOptions {
   CaptureOptions capture;
   /// Raw stream files: a message of at least this many bytes is read from
   /// its frame 0 and sub-headers only, its other frames left in the file
-  /// (formats/raw_stream.h); 0: every message is read whole.
+  /// (formats/internal/raw_stream.h); 0: every message is read whole.
   std::uint64_t store_bytes = 0;
 };
 

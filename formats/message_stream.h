@@ -41,7 +41,7 @@ struct StreamMessage {
   std::vector<Bytes> frames;    // slices of the buffer it was read into
   std::shared_ptr<PageBuffer> storage;  // that buffer, for a large message (see AssembledMessage)
   /// Frames left in the file (a raw stream's large message, see
-  /// formats/raw_stream.h): the store to read them from, and every frame's
+  /// formats/internal/raw_stream.h): the store to read them from, and every frame's
   /// size; a stored frame is an empty Bytes in `frames`.
   std::shared_ptr<const FrameStore> store;
   std::vector<std::uint64_t> frame_sizes;

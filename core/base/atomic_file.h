@@ -32,7 +32,7 @@ class AtomicFile {
   Status write(std::string_view text) { return write(as_bytes(text)); }
   /// Writes at `offset`, which may be past the end (a hole until written):
   /// for output whose first bytes are known last (a message recoded in
-  /// place, core/recode/stream_recode.h). Does not move where write()
+  /// place, core/recode/internal/stream_recode.h). Does not move where write()
   /// appends: resize() does.
   Status write_at(std::uint64_t offset, ByteSpan bytes);
   /// Reads back bytes written before (all of `into`, or Errc::io).

@@ -6,9 +6,9 @@
 #include <charconv>
 #include <climits>
 
-#include "daskcaps/caps/gpu.h"
+#include "core/caps/internal/gpu.h"
 #include "daskcaps/pickle/pickle.h"
-#include "daskcaps/caps/python_env.h"
+#include "core/caps/internal/python_env.h"
 #include "daskcaps/version.h"
 
 namespace daskcaps {

@@ -6,8 +6,8 @@
 // Where the parts come from:
 //   codecs            this build (core/wire/codec.h) with its library versions
 //   pickle-protocols  the pickle engine's range, 0..5 read and write
-//   gpu               the CUDA driver, loaded at run time (core/caps/gpu.h)
-//   python            one interpreter, run on a short script (core/caps/python_env.h)
+//   gpu               the CUDA driver, loaded at run time (core/caps/internal/gpu.h)
+//   python            one interpreter, run on a short script (core/caps/internal/python_env.h)
 //   handshake         Dask's own Comm.handshake_info() as that interpreter
 //                     computes it; when the interpreter could not say (or a
 //                     probe file has only the python part), the rule of
@@ -110,7 +110,7 @@ struct ProbeOptions {
   std::string python_executable;  // PythonMode::named: a path or a name on PATH
   std::vector<std::string> python_candidates{"/usr/bin/python3", "python3"};
   std::chrono::milliseconds python_timeout{60'000};
-  /// Driver library to load; empty: default_cuda_driver_path() (core/caps/gpu.h).
+  /// Driver library to load; empty: default_cuda_driver_path() (core/caps/internal/gpu.h).
   std::string cuda_driver;
 };
 

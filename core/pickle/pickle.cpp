@@ -1,6 +1,6 @@
 #include "daskcaps/pickle/pickle.h"
 
-#include "daskcaps/pickle/pickle_dis.h"
+#include "core/pickle/internal/pickle_dis.h"
 #include "core/pickle/detail/pickle_ops.h"
 #include "core/pickle/detail/pickle_text.h"
 #include "core/pickle/detail/pickle_writer.h"

@@ -11,7 +11,7 @@
 //
 // Lower-level pieces, for tools and tests: core/pickle/detail/pickle_ops.h (opcode table
 // and walker), core/pickle/detail/pickle_vm.h (object graph), core/pickle/detail/pickle_writer.h,
-// core/pickle/pickle_dis.h (listing with partial output on error).
+// core/pickle/internal/pickle_dis.h (listing with partial output on error).
 #pragma once
 
 #include <cstddef>
@@ -54,7 +54,7 @@ struct Summary {
 /// malformed pickle, as the loader would.
 Result<Summary> summarize(ByteSpan pickle, const Limits& limits = {});
 
-/// The pickletools.dis listing (core/pickle/pickle_dis.h). Fails with the first
+/// The pickletools.dis listing (core/pickle/internal/pickle_dis.h). Fails with the first
 /// problem found (use disassemble_listing for the lines before it);
 /// Errc::limit_exceeded when the text would pass max_pickle_output_bytes.
 Result<std::string> disassemble(ByteSpan pickle, const Limits& limits = {});
@@ -66,7 +66,7 @@ struct RecodeOptions {
   /// Buffers of at least this many bytes (0: none) that are inlined at a
   /// target of 3 or above are not copied into the pickle: Recoded::gaps
   /// says where their bytes go, for a caller that writes them itself (a
-  /// buffer streamed from its frames, core/recode/stream_recode.h). Their
+  /// buffer streamed from its frames, core/recode/internal/stream_recode.h). Their
   /// bytes are never read (OutOfBandBuffer::data need only have their size),
   /// and they count against max_pickle_output_bytes as if written. Below
   /// kMinGapBytes it counts as kMinGapBytes: a gap is never inside one of

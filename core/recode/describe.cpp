@@ -5,9 +5,9 @@
 #include <map>
 #include <set>
 
-#include "daskcaps/wire/window_codec.h"
+#include "core/wire/internal/window_codec.h"
 #include "daskcaps/pickle/pickle.h"
-#include "daskcaps/recode/error_pickles.h"
+#include "core/recode/internal/error_pickles.h"
 
 namespace daskcaps {
 
@@ -110,7 +110,7 @@ bool is_gpu_type(std::string_view type) {
 // An object's original frames (its wire frames decompressed and the split
 // undone): every frame's size, and the bytes of those the report reads
 // (the pickles the serializer keeps in its data frames). Only those are
-// kept: the others were measured in windows (core/wire/window_codec.h).
+// kept: the others were measured in windows (core/wire/internal/window_codec.h).
 // A planning pass, without any bytes, records which frames are read.
 struct OriginalFrames {
   std::vector<std::uint64_t> sizes;
@@ -446,7 +446,7 @@ ObjectReport describe_object(const Message& message, const SubObject& obj, std::
   describe_header(obj.header, view ? &*view : nullptr, out, options, data_base, obj.header_offset);
 
   // The exceptions and tracebacks of error messages are pickles sent as
-  // `bytes` (core/recode/error_pickles.h).
+  // `bytes` (core/recode/internal/error_pickles.h).
   if (view && view->size() > 0 && error_part)
     if (const Bytes* b = view->bytes(0)) add_pickle(out, std::string(to_string(*error_part)) + " pickle", *b, options, data_base);
   finish_pickles(out);

@@ -85,7 +85,7 @@ struct ObjectReport {
 };
 
 /// One exception or traceback of Dask's error messages
-/// (core/recode/error_pickles.h), read from its pickle without executing it
+/// (core/recode/internal/error_pickles.h), read from its pickle without executing it
 /// (core/pickle/exception_info.h).
 struct ErrorReport {
   std::string path;                         // where frame 0 holds it ("exception", "[0]['traceback']")
@@ -123,7 +123,7 @@ struct DescribeOptions {
   /// is decoded frame by frame, whole. A larger one (or one whose frames do
   /// not say: zlib, zstd without a content size) keeps the decoded bytes of
   /// the frames its pickles are in alone; its other frames are checked and
-  /// measured in windows (core/wire/window_codec.h) without being kept, or
+  /// measured in windows (core/wire/internal/window_codec.h) without being kept, or
   /// decoded whole and dropped where they are in memory and declare at most
   /// this much. The report is the same either way.
   std::uint64_t decode_whole_bytes = std::uint64_t{16} << 20;

@@ -5,7 +5,7 @@
 #include "daskcaps/pickle/exception_info.h"
 #include "daskcaps/pickle/pickle.h"
 #include "daskcaps/recode/describe.h"
-#include "daskcaps/recode/error_pickles.h"
+#include "core/recode/internal/error_pickles.h"
 
 namespace daskcaps {
 

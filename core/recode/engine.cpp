@@ -14,7 +14,7 @@
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/message.h"
 #include "daskcaps/wire/msgpack.h"
-#include "daskcaps/recode/field_pickles.h"
+#include "core/recode/internal/field_pickles.h"
 
 namespace daskcaps {
 
@@ -35,9 +35,9 @@ bool needs_recode(std::span<const Bytes> frames, const TranscodeOptions& options
   // A placeholder there would point at a frame the message lacks: let the
   // parser say so. A handshake is rewritten to advertise the target.
   // With a pickle protocol, an error dict may hold its exception as a bin
-  // in frame 0 (core/recode/error_pickles.h: the scheduler's KilledWorker).
+  // in frame 0 (core/recode/internal/error_pickles.h: the scheduler's KilledWorker).
   // With a pickle protocol too, a plain field may hold a pickle by its op
-  // (core/recode/field_pickles.h: a result's type in key-in-memory).
+  // (core/recode/internal/field_pickles.h: a result's type in key-in-memory).
   return contains(f0, "__Serialized__") || contains(f0, "__Pickled__") || contains(f0, "pickle-protocol") ||
          contains(f0, "compression") ||
          (options.pickle_protocol && (contains(f0, "exception") || may_hold_field_pickles(f0)));

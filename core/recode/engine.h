@@ -199,7 +199,7 @@ class RecodeEngine {
 /// a pickle protocol, every compressed one, declaring
 /// EngineOptions::in_place_bytes or more decoded, or not saying) that is no
 /// handshake is recoded on this thread in place instead
-/// (core/recode/stream_recode.h), with any codec, pickle and layout
+/// (core/recode/internal/stream_recode.h), with any codec, pickle and layout
 /// options, once every message before it is written: `in_place` hands it
 /// the sink to write the message's bytes to, in order with `write`.
 /// Memory for it: a window, whatever it decodes to, but for objects whose

@@ -2,7 +2,7 @@
 // reading messages in on one thread, recoding them on an engine of its own
 // and writing them out in order, and its in-place policy: which large
 // messages it recodes on its own thread in a window of memory
-// (core/recode/stream_recode.h) instead.
+// (core/recode/internal/stream_recode.h) instead.
 #include <algorithm>
 #include <cstdint>
 #include <mutex>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "daskcaps/recode/engine.h"
-#include "daskcaps/recode/stream_recode.h"
+#include "core/recode/internal/stream_recode.h"
 #include "daskcaps/wire/codec.h"
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/message.h"

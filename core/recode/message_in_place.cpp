@@ -3,8 +3,8 @@
 // recoded straight into its place in the output, object by object, frame by
 // frame. The frames made of pieces, for the pickles that inline their
 // buffers, are core/recode/detail/inline_frame.h; one frame at a time is
-// core/recode/stream_recode.cpp.
-#include "daskcaps/recode/stream_recode.h"
+// core/recode/internal/stream_recode.cpp.
+#include "core/recode/internal/stream_recode.h"
 
 #include <algorithm>
 #include <cstring>
@@ -16,7 +16,7 @@
 #include "daskcaps/wire/codec.h"
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/serialized.h"
-#include "daskcaps/wire/window_codec.h"
+#include "core/wire/internal/window_codec.h"
 
 namespace daskcaps {
 

@@ -9,14 +9,14 @@
 
 #include "core/recode/detail/decoded_blocks.h"
 #include "core/recode/detail/pickle_cache.h"
-#include "daskcaps/recode/error_pickles.h"
-#include "daskcaps/recode/field_pickles.h"
-#include "daskcaps/recode/gpu_layout.h"
-#include "daskcaps/recode/stream_recode.h"
+#include "core/recode/internal/error_pickles.h"
+#include "core/recode/internal/field_pickles.h"
+#include "core/recode/internal/gpu_layout.h"
+#include "core/recode/internal/stream_recode.h"
 #include "daskcaps/wire/handshake.h"
 #include "daskcaps/pickle/pickle.h"
 #include "daskcaps/wire/serialized.h"
-#include "daskcaps/wire/serialized_tree.h"
+#include "core/wire/internal/serialized_tree.h"
 
 namespace daskcaps {
 
@@ -222,7 +222,7 @@ class ObjectRecoder {
   }
 
   // type-serialized and pickled numpy dtypes of every (sub-)header of an
-  // object, at every depth (core/wire/serialized_tree.h: a collection's
+  // object, at every depth (core/wire/internal/serialized_tree.h: a collection's
   // own type-serialized is a plain string); a pickle that comes out as it
   // was is left as it is.
   Status recode_header_pickles(Value& header) {
@@ -392,7 +392,7 @@ class ObjectRecoder {
   }
 
   // The exception or traceback of one of Dask's error dicts
-  // (core/recode/error_pickles.h).
+  // (core/recode/internal/error_pickles.h).
   bool is_error_pickle(const SubObject& obj) const {
     for (const auto& [frame, part] : error_objects_)
       if (frame == obj.header_frame) return true;
@@ -557,7 +557,7 @@ class ObjectRecoder {
 
 // Whether frame 0 of a message may hold pickles in plain fields that the
 // pickle protocol of `options` recodes: Dask's conventions put them there
-// by op and key (core/recode/field_pickles.h).
+// by op and key (core/recode/internal/field_pickles.h).
 bool recodes_field_pickles(const Message& message, const TranscodeOptions& options) {
   return options.pickle_protocol.has_value() && !message.is_handshake() && !message.original_frames.empty() &&
          may_hold_field_pickles(message.original_frames[0].span());
@@ -643,7 +643,7 @@ Result<std::vector<Bytes>> transcode_message(Message&& message, const TranscodeO
   const bool handshake = message.is_handshake();
   if (handshake) message.root = rewrite_handshake(message.root, options);
   // The exceptions and tracebacks of Dask's error messages are pickles
-  // inside bytes (core/recode/error_pickles.h).
+  // inside bytes (core/recode/internal/error_pickles.h).
   const bool error_pickles = options.pickle_protocol.has_value() && !handshake && may_hold_errors(message);
   ObjectRecoder recoder(options, report, message.storage.get(),
                         error_pickles ? error_objects(message) : std::vector<std::pair<std::size_t, ErrorPart>>{});

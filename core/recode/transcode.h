@@ -3,7 +3,7 @@
 // executing any pickle.
 //
 // Per sub-object (core/wire/message.h):
-//  * layout cpu: GPU array headers become NumPy headers (core/recode/gpu_layout.h);
+//  * layout cpu: GPU array headers become NumPy headers (core/recode/internal/gpu_layout.h);
 //    what cannot be converted is an error naming it, or is left as it is
 //    and reported with keep_unconvertible.
 //  * pickle protocol P: every pickle is re-emitted for P by the pickle
@@ -11,7 +11,7 @@
 //    `writeable`), numpy object arrays ({"pickle": true}), pickled numpy
 //    dtypes, `type-serialized` classes, `__Pickled__` objects, and the
 //    exceptions and tracebacks of Dask's error messages, pickles inside
-//    `bytes` found by Dask's conventions (core/recode/error_pickles.h;
+//    `bytes` found by Dask's conventions (core/recode/internal/error_pickles.h;
 //    other bytes are data and pass untouched). Below 5, out-of-band buffers
 //    are inlined and their frames removed; `writeable`, the split layout
 //    and the compression list are rebuilt.
@@ -65,7 +65,7 @@ struct TranscodeOptions {
   std::uint64_t shard_bytes = std::uint64_t{64} << 20;  // distributed.comm.shard
   /// Frames whose codec alone changes and that declare at least this many
   /// decoded bytes (or do not say) are recoded window by window
-  /// (core/recode/stream_recode.h recode_frame), never held decoded; the
+  /// (core/recode/internal/stream_recode.h recode_frame), never held decoded; the
   /// same bytes come out. The maximum: every frame whole.
   std::uint64_t stream_frame_bytes = std::uint64_t{1} << 20;
   Limits limits;
@@ -122,7 +122,7 @@ void set_resplit_keys(SubObject& obj, std::span<const std::uint64_t> shards, std
 
 /// The objects of one message recoded one at a time, each as
 /// transcode_message() recodes it, for a caller that writes a message
-/// object by object (core/recode/stream_recode.h
+/// object by object (core/recode/internal/stream_recode.h
 /// transcode_message_in_place): the same code, so the same bytes. Holds
 /// what transcode_message() knows of the whole message (which objects
 /// hold the pickles of Dask's error dicts).
@@ -163,7 +163,7 @@ class ObjectTranscoder {
   Status recode_inlining(SubObject& obj, std::vector<Bytes>& merged, std::size_t gap_bytes,
                          std::vector<pickle::BufferGap>& gaps);
   /// Frame 0's pickles held as bin (the scheduler's KilledWorker, and the
-  /// plain fields of core/recode/field_pickles.h), as transcode_message()
+  /// plain fields of core/recode/internal/field_pickles.h), as transcode_message()
   /// recodes them; true when one changed.
   Result<bool> recode_root(msgpack::Value& root);
   /// True when some header, frame or pickle recoded so far changed.

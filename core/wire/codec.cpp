@@ -16,7 +16,7 @@
 #include "daskcaps/base/byte_reader.h"
 #include "core/wire/detail/codec_bounds.h"
 #include "core/wire/detail/codec_contexts.h"
-#include "daskcaps/wire/frame_encoder.h"
+#include "core/wire/internal/frame_encoder.h"
 
 namespace daskcaps {
 
@@ -141,7 +141,7 @@ class RoomSink final : public ByteSink {
 };
 
 // A frame larger than kLz4ChunkBytes is written by FrameEncoder, in chunks
-// (core/wire/frame_encoder.h), so that the streaming recoder writes the
+// (core/wire/internal/frame_encoder.h), so that the streaming recoder writes the
 // same bytes; `longest_run` gets its longest literal run.
 Status lz4_compress(ByteSpan in, OutputRoom& room, std::uint64_t* longest_run = nullptr) {
   if (in.size() > static_cast<std::size_t>(LZ4_MAX_INPUT_SIZE))
@@ -203,7 +203,7 @@ Status lz4_decompress(ByteSpan in, std::uint64_t max_output, OutputRoom& room) {
 // libzstd's streaming compressor with the frame's size pledged, fed the
 // whole input at once (ZSTD_e_continue, then ZSTD_e_end): the bytes
 // FrameEncoder writes from the same input in any pieces
-// (core/wire/frame_encoder.h). (ZSTD_compress2 or ZSTD_compressCCtx on the
+// (core/wire/internal/frame_encoder.h). (ZSTD_compress2 or ZSTD_compressCCtx on the
 // whole input take a one-pass path that writes other bytes.) Frames of
 // kZstdParallelBytes and more are compressed by `workers` workers of their
 // own context, when asked for.
@@ -497,7 +497,7 @@ Result<MaybeCompressed> maybe_compress(Codec c, ByteSpan input, const MaybeCompr
   std::optional<Buffer> full(room.take());
   if (static_cast<double>(full->size()) > rules.ratio * static_cast<double>(input.size())) return out;
   // A literal run the streaming encoder would have to hold whole stays raw
-  // (core/wire/frame_encoder.h), here too, so that both write the same.
+  // (core/wire/internal/frame_encoder.h), here too, so that both write the same.
   if (longest_run > kLz4MaxLiteralRun) return out;
   out.compressed = true;
   out.data = std::move(*full);

@@ -71,7 +71,7 @@ Status validate(const CompressOptions& options);
 /// Compresses a whole buffer in the codec's Dask format. Fails only for
 /// inputs the format cannot hold (e.g. lz4 above 2^31 - 1 bytes). The bytes
 /// are those FrameEncoder writes from the same input in pieces
-/// (core/wire/frame_encoder.h): lz4 frames up to 4 MiB and snappy and zlib
+/// (core/wire/internal/frame_encoder.h): lz4 frames up to 4 MiB and snappy and zlib
 /// frames are what python-lz4, python-snappy and zlib write; larger lz4
 /// frames are joined from 4 MiB chunks, and zstd frames come from libzstd's
 /// streaming compressor (valid frames that every decoder reads, a few bytes
@@ -139,7 +139,7 @@ struct MaybeCompressed {
 /// ratio of the input. Dask picks the sample offsets at random; we take them
 /// evenly spread, so the same input always gives the same output. One rule
 /// of our own: an lz4 frame with a literal run (bytes no match covers) of
-/// more than kLz4MaxLiteralRun stays raw (core/wire/frame_encoder.h says
+/// more than kLz4MaxLiteralRun stays raw (core/wire/internal/frame_encoder.h says
 /// why).
 Result<MaybeCompressed> maybe_compress(Codec c, ByteSpan input, const MaybeCompressRules& rules = {},
                                        const CompressOptions& options = {});

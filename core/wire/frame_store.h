@@ -1,5 +1,5 @@
 // FrameStore: frames of a message left where they are until they are
-// wanted. A large message of a raw stream file (formats/raw_stream.h) is
+// wanted. A large message of a raw stream file (formats/internal/raw_stream.h) is
 // parsed from its frame 0 and its sub-headers alone; its other frames stay
 // in the file and are read in pieces by whoever needs them (`inspect`
 // measures them, `transcode` recodes them window by window), so that

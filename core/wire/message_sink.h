@@ -1,7 +1,7 @@
 // MessageSink: where a message is written in place, at any offset, for
 // output whose first bytes (the prelude with every frame's length) are
 // known only at its end: a message recoded frame by frame
-// (core/recode/stream_recode.h transcode_message_in_place) into a file
+// (core/recode/internal/stream_recode.h transcode_message_in_place) into a file
 // (formats/stream_outputs.h).
 #pragma once
 

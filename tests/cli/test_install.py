@@ -140,8 +140,9 @@ def check_library(prefix, binary, version):
         if not os.path.isfile(installed) or not filecmp.cmp(installed, src, shallow=False):
             fail("%s is not %s" % (os.path.relpath(installed, prefix), src))
     for r, ds, ns in os.walk(include):
-        if "detail" in ds:
-            fail("%s/detail was installed" % os.path.relpath(r, prefix))
+        for private in ("detail", "internal"):
+            if private in ds:
+                fail("%s/%s was installed" % (os.path.relpath(r, prefix), private))
         for n in ns:
             path = os.path.join(r, n)
             if path not in want and os.path.relpath(path, include) not in ("version.h", "daskcaps.h"):

@@ -342,10 +342,10 @@ def load_errors(path):
 
 def _errors_loaded(value):
     """`value` (a loaded message) with the exception and traceback pickles of
-    its error dicts (core/recode/error_pickles.h) replaced by what they load
+    its error dicts (core/recode/internal/error_pickles.h) replaced by what they load
     to: the exception's type and arguments, the traceback's frames; and the
     result types Dask pickles into the plain field "type" of task-finished
-    and key-in-memory (core/recode/field_pickles.h) by their repr.
+    and key-in-memory (core/recode/internal/field_pickles.h) by their repr.
     transcode recodes those pickles, so their bytes differ where what they
     hold does not."""
     import traceback as tbmod
@@ -455,7 +455,7 @@ def error_stream(path):
     """Dask's own error messages, as distributed.comm.connect writes them
     with lz4 negotiated (the 100 KB exception's frame is then compressed),
     into a raw stream at `path`: every shape that carries error_message's
-    dict or its exception and traceback (core/recode/error_pickles.h), then
+    dict or its exception and traceback (core/recode/internal/error_pickles.h), then
     messages whose bytes only look like pickles. Returns the labels of the
     messages after the handshake, in order."""
     import daskwire

@@ -3,7 +3,7 @@
 
 Dask sends an exception and its traceback as to_serialize(pickle.dumps(e)):
 a `bytes` object whose content is a protocol-5 pickle
-(core/recode/error_pickles.h). A client that reads protocol 4 at most
+(core/recode/internal/error_pickles.h). A client that reads protocol 4 at most
 (tests/e2e/error_client.py --pickle4, as Python 3.7) used to hang on a
 raising task and got "unsupported pickle protocol: 5" from client.run and
 client.run_on_scheduler.

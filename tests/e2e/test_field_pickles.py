@@ -1,5 +1,5 @@
 """The pickles Dask puts in plain fields, recoded by op and key (issue 26,
-item 3; core/recode/field_pickles.h, docs/pickled-fields.md), on both Dasks.
+item 3; core/recode/internal/field_pickles.h, docs/pickled-fields.md), on both Dasks.
 
 The worker reports each result's type as a protocol-5 pickle in the bin
 field "type" of task-finished; the scheduler relays it in key-in-memory,

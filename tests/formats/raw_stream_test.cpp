@@ -1,4 +1,4 @@
-#include "daskcaps/formats/raw_stream.h"
+#include "formats/internal/raw_stream.h"
 
 #include <doctest/doctest.h>
 #include <unistd.h>

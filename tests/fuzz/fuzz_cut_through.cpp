@@ -1,4 +1,4 @@
-// fuzz_cut_through: the bridge's cut-through path (core/recode/cut_through.h
+// fuzz_cut_through: the bridge's cut-through path (core/recode/internal/cut_through.h
 // over core/wire/assembler.h stream_rest()) against the whole-message path
 // (parse_message + transcode_message) on untrusted messages.
 //
@@ -20,7 +20,7 @@
 #include <optional>
 #include <vector>
 
-#include "daskcaps/recode/cut_through.h"
+#include "core/recode/internal/cut_through.h"
 #include "daskcaps/wire/assembler.h"
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/message.h"

@@ -5,7 +5,7 @@
 //
 // Input: byte 0 picks the transcode options, byte 1 a few switches, the
 // rest is a raw stream (what one side of a Dask connection wrote), cut
-// with decode_frames as formats/raw_stream does.
+// with decode_frames as formats/internal/raw_stream.cpp does.
 //   byte 0: bits 0-2 codec (0 none, 1 lz4, 2 zstd, 3 snappy, 4 zlib, else
 //           keep), bits 3-5 pickle protocol (0-5, else keep), bit 6
 //           layout cpu, bit 7 keep_unconvertible.

@@ -1,5 +1,5 @@
 // fuzz_stream_codec: the decoder of one lz4 or zstd frame in pieces
-// (core/wire/stream_codec.h) against decompress() (core/wire/codec.h), the
+// (core/wire/internal/stream_codec.h) against decompress() (core/wire/codec.h), the
 // whole-frame decoder it must agree with.
 //
 // Input: byte 0: bit 0 picks the codec (lz4, zstd); bits 1-2 the size of
@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "daskcaps/wire/codec.h"
-#include "daskcaps/wire/stream_codec.h"
+#include "core/wire/internal/stream_codec.h"
 #include "fuzz_common.h"
 
 using namespace daskcaps;

@@ -1,4 +1,4 @@
-// fuzz_stream_recode: recoding window by window (core/recode/stream_recode.h)
+// fuzz_stream_recode: recoding window by window (core/recode/internal/stream_recode.h)
 // against recoding whole frames (transcode_message with every frame
 // decoded whole), on untrusted messages, with any codec, pickle protocol
 // and layout options.
@@ -21,7 +21,7 @@
 //     byte what transcode_message gives with every frame decoded whole, and
 //     that succeeds too: the streaming path accepts nothing the whole path
 //     refuses (the whole path accepts a few frames the streaming decoders
-//     refuse on purpose, core/wire/window_codec.h: those may fail here);
+//     refuse on purpose, core/wire/internal/window_codec.h: those may fail here);
 //  2. the same for transcode_message recoding every frame window by window
 //     in memory (TranscodeOptions::stream_frame_bytes 0).
 #include <cstdint>
@@ -30,7 +30,7 @@
 #include <optional>
 #include <vector>
 
-#include "daskcaps/recode/stream_recode.h"
+#include "core/recode/internal/stream_recode.h"
 #include "daskcaps/recode/transcode.h"
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/message.h"

@@ -147,7 +147,7 @@ def streams():
             daskwire.cupy_message(arr, type_serialized=daskwire.OLD_CUPY_TYPE)]
     out.append(("cupy", daskwire.stream_of(cupy)))
     # Dask's error messages in every shape that carries an exception
-    # (daskoracle.error_stream; core/recode/error_pickles.h).
+    # (daskoracle.error_stream; core/recode/internal/error_pickles.h).
     import tempfile
 
     import daskoracle

@@ -1,5 +1,5 @@
 /* A stand-in for the CUDA driver library (libcuda.so.1), so the GPU probe
- * can be tested on hosts without a GPU. core/caps/gpu.cpp loads it through
+ * can be tested on hosts without a GPU. core/caps/internal/gpu.cpp loads it through
  * DASKCAPS_CUDA_DRIVER. It exports the driver API entry points dask-caps
  * uses, with the driver's C ABI (CUresult and CUdevice are int), and answers
  * from environment variables read at each call:

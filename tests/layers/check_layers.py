@@ -1,15 +1,20 @@
-"""Checks every #include of core/, formats/ and cli/ against the layers.
+"""Checks every #include of core/, formats/, cli/, python/ and examples/
+against the layers and the three kinds of header (docs/design.md §2).
 
 The layers and what each links are read from the daskcaps_layer() calls of
 core/CMakeLists.txt and formats/CMakeLists.txt, so that file is the one
-place they are written. A source may include (public headers as "daskcaps/<layer>/x.h", the names
-they are installed under; private ones as "core/<layer>/detail/x.h"):
-  - headers of its own layer;
-  - headers of the layers its layer links, directly or through them;
-  - not a header in another layer's detail/ folder (those are private);
-and cli/ and python/ (the module's C++) may include any public header but
-no detail/ one. Run by CTest as
-`layers`; prints one line per violation and exits 1 when there is any.
+place they are written. The kinds, and how each is spelled:
+  - public:   core/<layer>/x.h, installed; included as "daskcaps/<layer>/x.h"
+              (formats/x.h as "daskcaps/formats/x.h");
+  - internal: core/<layer>/internal/x.h, used by the layers above but not
+              installed; included by its source path;
+  - private:  core/<layer>/detail/x.h, the layer's own; by its source path.
+A source of a layer may include public and internal headers of its own layer
+and of the layers it links (directly or through them), and private headers
+of its own layer only. cli/, python/ (the module's C++) and examples/ are
+programs of the installed library: they include public headers only.
+Run by CTest as `layers`; prints one line per violation and exits 1 when
+there is any.
 """
 import os
 import re
@@ -40,31 +45,42 @@ def closure(deps, layer):
     return seen
 
 
+def kind_of(sub):
+    """The kind of a header from the folders between its layer and its name."""
+    if "detail" in sub:
+        return "private"
+    if "internal" in sub:
+        return "internal"
+    return "public"
+
+
 def layer_of(path):
-    """('caps', False) for core/caps/x.h; ('pickle', True) for core/pickle/detail/x.h;
-    ('formats', False) for formats/x.h; (None, False) otherwise."""
+    """('caps', 'public') for core/caps/x.h, ('pickle', 'private') for
+    core/pickle/detail/x.h, ('wire', 'internal') for core/wire/internal/x.h,
+    ('formats', ...) for formats/...; (None, None) otherwise."""
     parts = path.split("/")
     if parts[0] == "core" and len(parts) >= 3:
-        return parts[1], len(parts) >= 4 and parts[2] == "detail"
-    if parts[0] == "formats":
-        return "formats", False
-    return None, False
+        return parts[1], kind_of(parts[2:-1])
+    if parts[0] == "formats" and len(parts) >= 2:
+        return "formats", kind_of(parts[1:-1])
+    return None, None
 
 
 def included_layer(inc):
-    """The layer an #include names, whether it is private, and what is wrong
+    """The layer an #include names, the header's kind, and what is wrong
     with its spelling: a public header is included as it is installed,
-    daskcaps/<layer>/x.h (daskcaps/formats/x.h), a private one by its source
-    path, core/<layer>/detail/x.h."""
+    daskcaps/<layer>/x.h (daskcaps/formats/x.h); the others, which are not
+    installed, by their source path."""
     parts = inc.split("/")
     if parts[0] == "daskcaps" and len(parts) >= 3:
-        if "detail" in parts[2:-1]:
-            return parts[1], True, "a private header included under its public name"
-        return parts[1], False, None
-    target, private = layer_of(inc)
-    if target is not None and not private:
-        return target, False, "a public header included by its source path (write daskcaps/...)"
-    return target, private, None
+        kind = kind_of(parts[2:-1])
+        if kind != "public":
+            return parts[1], kind, f"an {kind} header included under an installed name"
+        return parts[1], kind, None
+    target, kind = layer_of(inc)
+    if target is not None and kind == "public":
+        return target, kind, "a public header included by its source path (write daskcaps/...)"
+    return target, kind, None
 
 
 def main():
@@ -73,7 +89,7 @@ def main():
         print("layers: no daskcaps_layer() calls found")
         return 1
     problems = []
-    for top in ("core", "formats", "cli", "python"):
+    for top in ("core", "formats", "cli", "python", "examples"):
         for dirpath, dirnames, files in os.walk(os.path.join(ROOT, top)):
             # python/build/: what `pip install ./python` leaves behind.
             dirnames[:] = [d for d in dirnames if not (top == "python" and d == "build")]
@@ -82,7 +98,7 @@ def main():
                     continue
                 path = os.path.relpath(os.path.join(dirpath, name), ROOT)
                 own, _ = layer_of(path)
-                thin = top in ("cli", "python")
+                thin = top in ("cli", "python", "examples")
                 if not thin and own not in deps:
                     problems.append(f"{path}: not in a layer of core/CMakeLists.txt")
                     continue
@@ -91,7 +107,7 @@ def main():
                     text = f.read()
                 for line_no, inc in ((text.count("\n", 0, m.start()) + 1, m.group(1))
                                      for m in INCLUDE.finditer(text)):
-                    target, private, spelling = included_layer(inc)
+                    target, kind, spelling = included_layer(inc)
                     if spelling:
                         problems.append(f"{path}:{line_no}: includes {inc}: {spelling}")
                         continue
@@ -102,8 +118,11 @@ def main():
                     if target not in allowed:
                         problems.append(f"{path}:{line_no}: layer {own or top} includes {inc} "
                                         f"from layer {target}, which it does not link")
-                    elif private and target != own:
+                    elif kind == "private" and target != own:
                         problems.append(f"{path}:{line_no}: includes {inc}, private to layer {target}")
+                    elif kind != "public" and thin:
+                        problems.append(f"{path}:{line_no}: includes {inc}, an {kind} header "
+                                        f"of layer {target} ({top}/ uses the installed API only)")
     for p in problems:
         print(p)
     print(f"layers: {len(deps)} layers, {len(problems)} violation(s)")

@@ -4,8 +4,12 @@
 `cmake --install` into a temporary prefix, then, for every header under
 include/daskcaps/:
   - each #include "..." names an installed daskcaps/ header (never a
-    detail/ one, never a path only the source tree has: core/, formats/,
-    cli/, tests/), and no #include <...> names daskcaps/, core/ or detail/;
+    detail/ or internal/ one, never a path only the source tree has: core/,
+    formats/, cli/, tests/), and no #include <...> names daskcaps/, core/,
+    detail/ or internal/;
+  - none includes <thread>, <mutex>, <shared_mutex>, <condition_variable>
+    or <atomic>: a type with a thread or a lock keeps it behind a pointer
+    (docs/design.md §2);
   - a translation unit that includes it (twice: its guard works) and
     nothing else compiles with only the prefix's include/ on the path,
     under -std=c++20 -Wall -Wextra -Wpedantic -Werror, as a program built
@@ -21,6 +25,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from installed import CXX, Install, fail, run, skip_if_sanitized, source_headers  # noqa: E402
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+# What no installed header shows (docs/design.md §2).
+THREADS_AND_LOCKS = {"thread", "mutex", "shared_mutex", "condition_variable", "atomic"}
 FLAGS = ["-std=c++20", "-fsyntax-only", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-x", "c++", "-"]
 
 
@@ -35,7 +41,7 @@ def main():
         installed = set(headers)
         problems = []
         for h in headers:
-            if "/detail/" in h or not h.endswith(".h"):
+            if "/detail/" in h or "/internal/" in h or not h.endswith(".h"):
                 problems.append("%s: installed, but not a public header" % h)
             with open(os.path.join(inst.include, h)) as f:
                 text = f.read()
@@ -43,11 +49,13 @@ def main():
                 problems.append("%s: no comment at its top saying what it is" % h)
             for kind, name in INCLUDE.findall(text):
                 if kind == '"':
-                    if not name.startswith("daskcaps/") or "/detail/" in name:
+                    if not name.startswith("daskcaps/") or "/detail/" in name or "/internal/" in name:
                         problems.append("%s: includes \"%s\", not a public daskcaps/ header" % (h, name))
                     elif name not in installed:
                         problems.append("%s: includes \"%s\", which is not installed" % (h, name))
-                elif re.match(r"(daskcaps|core|formats|cli|tests)/", name) or "detail/" in name:
+                elif name in THREADS_AND_LOCKS:
+                    problems.append("%s: includes <%s> (threads and locks stay behind a pointer)" % (h, name))
+                elif re.match(r"(daskcaps|core|formats|cli|tests)/", name) or re.search(r"(detail|internal)/", name):
                     problems.append("%s: includes <%s>" % (h, name))
 
         expected = set(source_headers()) | {"daskcaps/version.h", "daskcaps/daskcaps.h"}

@@ -120,6 +120,8 @@ def copy_source():
                 or (os.path.basename(folder) == "python" and n == "build")]
 
     os.makedirs(WORK, exist_ok=True)
+    # A copy left by an earlier run would keep files the tree has since moved.
+    shutil.rmtree(SRC, ignore_errors=True)
     shutil.copytree(module_support.SOURCE_DIR, SRC, ignore=ignore, dirs_exist_ok=True, symlinks=True)
 
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "daskcaps/wire/message.h"
-#include "daskcaps/formats/raw_stream.h"
+#include "formats/internal/raw_stream.h"
 
 #ifndef DASKCAPS_SOURCE_DIR
 #error "DASKCAPS_SOURCE_DIR must name the source tree (tests/CMakeLists.txt)"

@@ -1,5 +1,5 @@
 // A message with its data frames "left in the file", as the raw stream
-// reader leaves a large message's frames (formats/raw_stream.h), but kept
+// reader leaves a large message's frames (formats/internal/raw_stream.h), but kept
 // in memory: for tests of code that reads frames through Message::store.
 #pragma once
 

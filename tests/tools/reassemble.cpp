@@ -10,7 +10,7 @@
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/message.h"
 #include "daskcaps/wire/serialized.h"
-#include "daskcaps/formats/raw_stream.h"
+#include "formats/internal/raw_stream.h"
 
 using namespace daskcaps;
 

@@ -15,7 +15,7 @@
 // Capture (BridgeObserver::on_bytes): whole messages as they are read and
 // sent; a message cut through as its pieces arrive and leave.
 //
-// Cut-through (core/recode/cut_through.h): a message of at least
+// Cut-through (core/recode/internal/cut_through.h): a message of at least
 // BridgeOptions::cut_through_bytes, read while nothing else of its side is
 // in flight, is planned as it arrives; once the plan allows it, the new
 // prelude and head go out and the rest is forwarded (or decoded) as each
@@ -35,7 +35,7 @@
 
 #include "daskcaps/bridge/bridge.h"
 #include "daskcaps/net/connection.h"
-#include "daskcaps/recode/cut_through.h"
+#include "core/recode/internal/cut_through.h"
 #include "daskcaps/recode/engine.h"
 #include "daskcaps/wire/assembler.h"
 #include "daskcaps/wire/handshake.h"

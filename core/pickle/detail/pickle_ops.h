@@ -32,7 +32,7 @@
 // Errc::bad_value. Errors carry the absolute offset of the opcode byte. The
 // walker only frames arguments: interpreting them (decimal text, escapes,
 // UTF-8) is left to the machine (core/pickle/detail/pickle_vm.h) and the disassembler
-// (core/pickle/pickle_dis.h), with the helpers of core/pickle/detail/pickle_text.h.
+// (core/pickle/internal/pickle_dis.h), with the helpers of core/pickle/detail/pickle_text.h.
 #pragma once
 
 #include <cstdint>

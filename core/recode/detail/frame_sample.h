@@ -1,5 +1,5 @@
 // What recode_frame() and transcode_message_in_place()
-// (daskcaps/recode/stream_recode.h; core/recode/stream_recode.cpp, and
+// (daskcaps/recode/stream_recode.h; core/recode/internal/stream_recode.cpp, and
 // core/recode/message_in_place.cpp with core/recode/detail/inline_frame.cpp)
 // both need to judge a frame by Dask's maybe_compress rule as its decoded
 // windows pass: the sample, its test, and the decoded size a compressed

@@ -16,13 +16,13 @@
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/result.h"
 #include "daskcaps/pickle/pickle.h"
-#include "daskcaps/recode/stream_recode.h"
+#include "core/recode/internal/stream_recode.h"
 #include "daskcaps/recode/transcode.h"
 #include "daskcaps/wire/codec.h"
 #include "daskcaps/wire/compression_value.h"
 #include "daskcaps/wire/message.h"
 #include "daskcaps/wire/msgpack.h"
-#include "daskcaps/wire/window_codec.h"
+#include "core/wire/internal/window_codec.h"
 
 // Hidden, declarations included: message_in_place.cpp (a public source)
 // instantiates Result<std::optional<InlinePlan>>, and the type information

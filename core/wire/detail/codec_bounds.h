@@ -1,6 +1,6 @@
 // What a compressed frame can hold, and the errors for a declared size that
 // breaks it: shared by the whole-frame codecs (core/wire/codec.cpp) and the
-// streaming decoder (core/wire/stream_codec.cpp), so that both refuse the
+// streaming decoder (core/wire/internal/stream_codec.cpp), so that both refuse the
 // same frames with the same words.
 //
 // Each format bounds how much output its input can make. A declared size

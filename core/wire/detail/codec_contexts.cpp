@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "daskcaps/wire/frame_encoder.h"
+#include "core/wire/internal/frame_encoder.h"
 
 namespace daskcaps::detail {
 

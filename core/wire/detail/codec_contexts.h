@@ -1,5 +1,5 @@
 // Per-thread codec state shared by the whole-frame codecs (core/wire/codec.cpp)
-// and the ones that work in windows (core/wire/window_codec.cpp): zstd
+// and the ones that work in windows (core/wire/internal/window_codec.cpp): zstd
 // contexts made once per thread and reused (making one costs its tables,
 // about 1.3 MiB at level 3, for every frame). A context that a frame made
 // larger than kKeepScratchBytes (level 19's tables, a large window, a
@@ -64,7 +64,7 @@ class ZstdFrameDecoder {
   ZstdDecompressContext& ctx_;
 };
 
-/// A compression context for a streaming encoder (core/wire/frame_encoder.h),
+/// A compression context for a streaming encoder (core/wire/internal/frame_encoder.h),
 /// this thread's kept one when it has one: an encoder's context holds the
 /// frame's window (2 MiB at level 3) besides the tables, and making one for
 /// every frame faulted them in afresh each time. give_back_stream_cctx()
@@ -78,7 +78,7 @@ void give_back_stream_cctx(ZSTD_CCtx* cctx);
 Error decodes_too_large(std::uint64_t limit, std::string_view codec);
 
 /// Whether a zstd frame of `size` bytes is compressed by `workers` workers
-/// (core/wire/frame_encoder.h: kZstdParallelBytes and more, 2 workers or more).
+/// (core/wire/internal/frame_encoder.h: kZstdParallelBytes and more, 2 workers or more).
 bool zstd_parallel(std::uint64_t size, int workers);
 
 /// Prepares `cctx` (reset) for one frame of `size` bytes as both compress()

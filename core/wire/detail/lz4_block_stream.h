@@ -1,5 +1,5 @@
 // A resumable decoder of one raw LZ4 block whose bytes arrive in pieces,
-// for the "lz4" frames of core/wire/stream_codec.h. liblz4 decodes a block
+// for the "lz4" frames of core/wire/internal/stream_codec.h. liblz4 decodes a block
 // only whole; this one keeps its place between pieces.
 //
 // The block (lz4_Block_format.md) is a series of sequences:

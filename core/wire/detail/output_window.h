@@ -1,4 +1,4 @@
-// The output of a streaming decoder (core/wire/stream_codec.h): windows of
+// The output of a streaming decoder (core/wire/internal/stream_codec.h): windows of
 // a fixed size that the decoder writes into and hands out as Bytes slices
 // sharing the window, so that a piece stays valid when the decoder has
 // moved on, and the decoder keeps one window however large the frame.

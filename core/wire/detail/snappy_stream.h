@@ -1,5 +1,5 @@
 // A decoder of one raw snappy block whose bytes arrive in pieces, for
-// decode_in_windows() (core/wire/window_codec.h); snappy decodes a block
+// decode_in_windows() (core/wire/internal/window_codec.h); snappy decodes a block
 // only into one flat buffer, or into a sink that keeps every byte until the
 // end.
 //
@@ -28,7 +28,7 @@
 
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/result.h"
-#include "daskcaps/wire/window_codec.h"
+#include "core/wire/internal/window_codec.h"
 
 namespace daskcaps::detail {
 

@@ -1,4 +1,4 @@
-// The zstd decoder of core/wire/stream_codec.h: libzstd's streaming decoder
+// The zstd decoder of core/wire/internal/stream_codec.h: libzstd's streaming decoder
 // (ZSTD_decompressStream), which keeps the frame's window itself, writing
 // into output windows of piece_bytes (detail/output_window.h).
 //
@@ -22,7 +22,7 @@
 
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/result.h"
-#include "daskcaps/wire/stream_codec.h"
+#include "core/wire/internal/stream_codec.h"
 
 namespace daskcaps::detail {
 

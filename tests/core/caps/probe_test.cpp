@@ -9,9 +9,9 @@
 #include <fstream>
 #include <string>
 
-#include "daskcaps/caps/gpu.h"
+#include "core/caps/internal/gpu.h"
 #include "daskcaps/wire/msgpack.h"
-#include "daskcaps/caps/python_env.h"
+#include "core/caps/internal/python_env.h"
 #include "daskcaps/version.h"
 #include "support/scoped_env.h"
 

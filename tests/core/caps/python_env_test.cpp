@@ -1,4 +1,4 @@
-#include "daskcaps/caps/python_env.h"
+#include "core/caps/internal/python_env.h"
 
 #include <doctest/doctest.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "daskcaps/pickle/pickle_dis.h"
+#include "core/pickle/internal/pickle_dis.h"
 
 #include <doctest/doctest.h>
 

@@ -15,7 +15,7 @@
 #include "daskcaps/wire/codec.h"
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/message.h"
-#include "daskcaps/recode/stream_recode.h"
+#include "core/recode/internal/stream_recode.h"
 #include "support/dask_builder.h"
 
 using namespace daskcaps;

@@ -1,4 +1,4 @@
-#include "daskcaps/recode/error_pickles.h"
+#include "core/recode/internal/error_pickles.h"
 
 #include <doctest/doctest.h>
 

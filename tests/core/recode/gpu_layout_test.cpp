@@ -1,4 +1,4 @@
-#include "daskcaps/recode/gpu_layout.h"
+#include "core/recode/internal/gpu_layout.h"
 
 #include <doctest/doctest.h>
 

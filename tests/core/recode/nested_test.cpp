@@ -1,17 +1,17 @@
 // Objects that Dask nests: collections of collections, three levels deep
-// (core/wire/serialized_tree.h), through the GPU layout and the pickle
-// recode; and the pickles of Dask's plain fields (core/recode/field_pickles.h).
+// (core/wire/internal/serialized_tree.h), through the GPU layout and the pickle
+// recode; and the pickles of Dask's plain fields (core/recode/internal/field_pickles.h).
 #include <doctest/doctest.h>
 
 #include <algorithm>
 
 #include "daskcaps/pickle/pickle.h"
 #include "daskcaps/recode/engine.h"
-#include "daskcaps/recode/field_pickles.h"
-#include "daskcaps/recode/gpu_layout.h"
+#include "core/recode/internal/field_pickles.h"
+#include "core/recode/internal/gpu_layout.h"
 #include "daskcaps/recode/transcode.h"
 #include "daskcaps/wire/message.h"
-#include "daskcaps/wire/serialized_tree.h"
+#include "core/wire/internal/serialized_tree.h"
 #include "support/dask_builder.h"
 #include "support/example_streams.h"
 

@@ -1,5 +1,5 @@
 #include "daskcaps/wire/dask_release.h"
-#include "daskcaps/recode/stream_recode.h"
+#include "core/recode/internal/stream_recode.h"
 
 #include <doctest/doctest.h>
 #include <zlib.h>

@@ -7,7 +7,7 @@
 #include <random>
 
 #include "daskcaps/pickle/pickle.h"
-#include "daskcaps/recode/gpu_layout.h"
+#include "core/recode/internal/gpu_layout.h"
 #include "daskcaps/wire/codec.h"
 #include "daskcaps/wire/message.h"
 #include "support/dask_builder.h"

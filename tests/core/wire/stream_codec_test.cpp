@@ -1,4 +1,4 @@
-#include "daskcaps/wire/stream_codec.h"
+#include "core/wire/internal/stream_codec.h"
 
 #include <doctest/doctest.h>
 #include <zlib.h>

@@ -1,4 +1,4 @@
-#include "daskcaps/wire/window_codec.h"
+#include "core/wire/internal/window_codec.h"
 
 #include <doctest/doctest.h>
 #include <lz4.h>
@@ -13,7 +13,7 @@
 #include <string>
 
 #include "daskcaps/wire/codec.h"
-#include "daskcaps/wire/frame_encoder.h"
+#include "core/wire/internal/frame_encoder.h"
 #include "support/test_bytes.h"
 
 using namespace daskcaps;

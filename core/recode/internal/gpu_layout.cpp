@@ -1,8 +1,8 @@
-#include "daskcaps/recode/gpu_layout.h"
+#include "core/recode/internal/gpu_layout.h"
 
 #include "daskcaps/wire/compression_value.h"
 #include "daskcaps/wire/serialized.h"
-#include "daskcaps/wire/serialized_tree.h"
+#include "core/wire/internal/serialized_tree.h"
 
 namespace daskcaps {
 
@@ -109,7 +109,7 @@ Result<std::vector<LayoutResult>> convert_object_to_cpu(SubObject& obj, ClassRea
                                                        std::uint32_t max_depth) {
   std::vector<LayoutResult> out;
   if (obj.kind != Placeholder::serialized) return out;
-  // Every leaf at every depth (core/wire/serialized_tree.h): a collection's
+  // Every leaf at every depth (core/wire/internal/serialized_tree.h): a collection's
   // own header names a builtin (a plain "list" string), never a GPU type.
   Status walked = for_each_leaf(obj.header, nullptr, max_depth,
                                 [&](msgpack::Value& leaf, std::vector<Bytes>&, const std::string& path) -> Status {

@@ -1,4 +1,4 @@
-#include "daskcaps/wire/stream_codec.h"
+#include "core/wire/internal/stream_codec.h"
 
 // ZSTD_FRAMEHEADERSIZE_MAX: in libzstd's static section.
 #define ZSTD_STATIC_LINKING_ONLY

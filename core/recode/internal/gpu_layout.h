@@ -54,7 +54,7 @@ using ClassReader = Result<ClassRef> (*)(ByteSpan type_serialized);
 LayoutResult convert_header_to_cpu(msgpack::Value& header, ClassReader type_of);
 
 /// Converts every GPU object of a sub-object: collections element by
-/// element, at every depth Dask nests them (core/wire/serialized_tree.h).
+/// element, at every depth Dask nests them (core/wire/internal/serialized_tree.h).
 /// Returns one result per GPU object met; a `cuda` family object's false
 /// compression entries become nil when it is converted. Errors: a
 /// collection header without its "sub-headers" list, or nested deeper than

@@ -1,4 +1,4 @@
-#include "daskcaps/wire/window_codec.h"
+#include "core/wire/internal/window_codec.h"
 
 #include <snappy-sinksource.h>
 #include <snappy.h>

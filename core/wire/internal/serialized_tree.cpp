@@ -1,4 +1,4 @@
-#include "daskcaps/wire/serialized_tree.h"
+#include "core/wire/internal/serialized_tree.h"
 
 namespace daskcaps {
 

@@ -20,7 +20,7 @@
 //               (frame 0, the sub-headers, any frames between) are complete
 //               and recoded now; from `start` on every frame is passed as
 //               it arrives, except that frame `start` itself may be decoded
-//               as it arrives (core/wire/stream_codec.h), lz4 and zstd only.
+//               as it arrives (core/wire/internal/stream_codec.h), lz4 and zstd only.
 // Frame 0 and the sub-headers are read under the limits, as the whole path
 // reads them; errors are those the whole path would report.
 //
@@ -43,7 +43,7 @@
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/result.h"
 #include "daskcaps/recode/transcode.h"
-#include "daskcaps/wire/stream_codec.h"
+#include "core/wire/internal/stream_codec.h"
 
 namespace daskcaps {
 

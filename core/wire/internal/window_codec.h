@@ -39,7 +39,7 @@
 // or the error, for `inspect`. snappy frames are not decoded at all: snappy
 // checks them (IsValidCompressed) and their declared size is the answer.
 //
-// Encoding in pieces is core/wire/frame_encoder.h.
+// Encoding in pieces is core/wire/internal/frame_encoder.h.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
 // FrameEncoder: one frame written from input given in pieces, for the
-// streaming recoder (core/recode/stream_recode.h), whose memory must follow
+// streaming recoder (core/recode/internal/stream_recode.h), whose memory must follow
 // a window, not the frame. The frame formats are those of core/wire/codec.h.
 //
 // FrameEncoder writes one frame of a size known in advance (the

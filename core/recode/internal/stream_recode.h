@@ -1,13 +1,13 @@
 // Recoding frame by frame, window by window, where only codecs change: the
 // streaming half of `transcode` (core/recode/transcode.h is the whole
-// message; core/recode/cut_through.h the bridge's case of the same idea).
+// message; core/recode/internal/cut_through.h the bridge's case of the same idea).
 //
 // One frame. recode_frame() turns one wire frame, read through a
 // FrameInput (in memory, or in a file: core/wire/frame_store.h), into the
 // frame transcode_message() writes for it, to a FrameSink, without ever
 // holding the frame decoded: it is decoded in windows
-// (core/wire/window_codec.h) that go straight to an encoder
-// (core/wire/frame_encoder.h). Dask's maybe_compress rule (core/wire/codec.h)
+// (core/wire/internal/window_codec.h) that go straight to an encoder
+// (core/wire/internal/frame_encoder.h). Dask's maybe_compress rule (core/wire/codec.h)
 // decides on the whole frame, which is only known at its end:
 //   - a frame outside [min_size, max_size] (its decoded size is known from
 //     its header, or, for zlib and zstd frames that declare none, from a
@@ -22,7 +22,7 @@
 //     had (FrameSink::restart) and the input is decoded a second time.
 // What comes out is byte for byte what decompress() and maybe_compress()
 // give for the whole frame (tests/core/recode/stream_recode_test.cpp), and
-// the errors are decompress()'s (core/wire/window_codec.h names the few
+// the errors are decompress()'s (core/wire/internal/window_codec.h names the few
 // frames no Dask writes on which libzstd's or liblz4's paths differ).
 //
 // One message, in place. transcode_message_in_place() writes the message
@@ -65,7 +65,7 @@
 #include "daskcaps/base/result.h"
 #include "daskcaps/recode/transcode.h"
 #include "daskcaps/wire/compression_value.h"
-#include "daskcaps/wire/frame_encoder.h"
+#include "core/wire/internal/frame_encoder.h"
 #include "daskcaps/wire/frame_input.h"
 #include "daskcaps/wire/message.h"
 #include "daskcaps/wire/message_sink.h"
@@ -129,7 +129,7 @@ class BufferFrameSink final : public FrameSink {
 /// changes; a raw frame that stays raw is not counted). Errors:
 /// decompress()'s for the input (Errc::codec_failed, limit_exceeded), the
 /// sink's, Errc::unsupported for a snappy frame decoded only whole
-/// (core/wire/window_codec.h: the caller recodes it whole).
+/// (core/wire/internal/window_codec.h: the caller recodes it whole).
 Result<CompressionValue> recode_frame(FrameInput& input, const CompressionValue& entry, Codec target,
                                       const TranscodeOptions& options, FrameSink& out, TranscodeReport& report);
 

@@ -1,5 +1,5 @@
 // The pickles Dask puts in plain bin fields of frame 0, found by Dask's own
-// conventions, by op and key (as core/recode/error_pickles.h finds the
+// conventions, by op and key (as core/recode/internal/error_pickles.h finds the
 // error pickles), never by looking at the bytes. docs/pickled-fields.md
 // lists every such field of Dask 2022.12.1 and 2026.7.1, who writes it and
 // who loads it.

@@ -1,4 +1,4 @@
-#include "daskcaps/caps/gpu.h"
+#include "core/caps/internal/gpu.h"
 
 #include <dlfcn.h>
 

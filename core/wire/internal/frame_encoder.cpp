@@ -1,4 +1,4 @@
-#include "daskcaps/wire/frame_encoder.h"
+#include "core/wire/internal/frame_encoder.h"
 
 #include <lz4.h>
 #include <snappy.h>

@@ -1,4 +1,4 @@
-#include "daskcaps/recode/field_pickles.h"
+#include "core/recode/internal/field_pickles.h"
 
 #include <cstring>
 

@@ -1,7 +1,7 @@
 // recode_frame() (daskcaps/recode/stream_recode.h, "One frame"): one wire
 // frame recoded window by window, judged by Dask's maybe_compress rule as it
 // passes. A whole message in place is core/recode/message_in_place.cpp.
-#include "daskcaps/recode/stream_recode.h"
+#include "core/recode/internal/stream_recode.h"
 
 #include <optional>
 #include <string>
@@ -10,7 +10,7 @@
 #include "core/recode/detail/frame_sample.h"
 #include "daskcaps/wire/codec.h"
 #include "daskcaps/wire/serialized.h"
-#include "daskcaps/wire/window_codec.h"
+#include "core/wire/internal/window_codec.h"
 
 namespace daskcaps {
 

@@ -1,4 +1,4 @@
-#include "daskcaps/formats/raw_stream.h"
+#include "formats/internal/raw_stream.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

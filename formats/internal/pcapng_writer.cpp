@@ -1,4 +1,4 @@
-#include "daskcaps/formats/pcapng_writer.h"
+#include "formats/internal/pcapng_writer.h"
 
 #include <arpa/inet.h>
 

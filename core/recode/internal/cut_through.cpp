@@ -1,4 +1,4 @@
-#include "daskcaps/recode/cut_through.h"
+#include "core/recode/internal/cut_through.h"
 
 #include <algorithm>
 
