@@ -5,9 +5,10 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <thread>
 #include <vector>
 
-#include "daskcaps/formats/pcapng_writer.h"
+#include "formats/internal/pcapng_writer.h"
 
 namespace daskcaps::formats {
 
@@ -50,6 +51,7 @@ struct CaptureQueue::State {
   bool notice = false;
   bool writing = false, stop = false, flush = false, failed = false;
   std::optional<Error> error;
+  std::thread thread;  // runs run(); joined by finish() or ~CaptureQueue
 };
 
 Result<std::unique_ptr<CaptureQueue>> CaptureQueue::create(const std::string& path, const Options& options) {
@@ -64,7 +66,7 @@ Result<std::unique_ptr<CaptureQueue>> CaptureQueue::create(const std::string& pa
 }
 
 CaptureQueue::CaptureQueue(std::shared_ptr<State> state) : state_(std::move(state)) {
-  thread_ = std::thread(run, state_);
+  state_->thread = std::thread(run, state_);
 }
 
 CaptureQueue::~CaptureQueue() {
@@ -74,7 +76,7 @@ CaptureQueue::~CaptureQueue() {
     state_->queue.clear();
   }
   state_->wake.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (state_->thread.joinable()) state_->thread.join();
 }
 
 CaptureQueue::FlowId CaptureQueue::open_flow(std::string client, std::string server, double ts) {
@@ -175,7 +177,7 @@ Status CaptureQueue::finish(double ts) {
     s.stop = true;
   }
   s.wake.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (state_->thread.joinable()) state_->thread.join();
   // The thread is gone: the writer is ours now.
   if (s.failed) return *s.error;
   if (auto st = s.writer->commit(ts); !st) return st;

@@ -1,4 +1,4 @@
-// CaptureQueue: a pcapng capture (formats/pcapng_writer.h) written by a
+// CaptureQueue: a pcapng capture (formats/internal/pcapng_writer.h) written by a
 // thread of its own, so that writing it never stalls the caller (the
 // bridge's event loop, which forwards a large message piece by piece as it
 // arrives). Like core/base/line_log.h, for bytes.
@@ -27,7 +27,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
 
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/result.h"
@@ -75,8 +74,7 @@ class CaptureQueue {
   struct State;
   explicit CaptureQueue(std::shared_ptr<State> state);
   static void run(std::shared_ptr<State> s);
-  std::shared_ptr<State> state_;
-  std::thread thread_;
+  std::shared_ptr<State> state_;  // with the writing thread
 };
 
 }  // namespace daskcaps::formats

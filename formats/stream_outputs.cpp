@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include "daskcaps/wire/frames.h"
 
@@ -46,8 +47,13 @@ struct StreamOutputs::File {
   }
 };
 
+struct StreamOutputs::Files {
+  mutable std::mutex mu;                     // guards list (not the files' contents)
+  std::vector<std::unique_ptr<File>> list;  // stable addresses
+};
+
 StreamOutputs::StreamOutputs(std::string path, bool split, TempHooks hooks)
-    : path_(std::move(path)), split_(split), hooks_(std::move(hooks)) {}
+    : path_(std::move(path)), split_(split), hooks_(std::move(hooks)), files_(std::make_unique<Files>()) {}
 
 StreamOutputs::~StreamOutputs() = default;
 
@@ -74,9 +80,9 @@ Result<StreamOutputs::Slot> StreamOutputs::open_file(std::string path, std::opti
   file->info.connection = connection;
   file->info.direction = direction;
   file->file = std::move(*f);
-  std::lock_guard<std::mutex> lock(mu_);
-  files_.push_back(std::move(file));
-  return files_.size() - 1;
+  std::lock_guard<std::mutex> lock(files_->mu);
+  files_->list.push_back(std::move(file));
+  return files_->list.size() - 1;
 }
 
 Result<StreamOutputs::Slot> StreamOutputs::route(const SourceMessage& message,
@@ -104,9 +110,9 @@ Result<StreamOutputs::Slot> StreamOutputs::route(const SourceMessage& message,
 Status StreamOutputs::write(Slot slot, std::span<const Bytes> frames) {
   File* f = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (slot >= files_.size()) return make_error(Errc::internal, "no output file " + std::to_string(slot));
-    f = files_[slot].get();
+    std::lock_guard<std::mutex> lock(files_->mu);
+    if (slot >= files_->list.size()) return make_error(Errc::internal, "no output file " + std::to_string(slot));
+    f = files_->list[slot].get();
   }
   std::vector<std::uint64_t> lengths;
   lengths.reserve(frames.size());
@@ -180,9 +186,9 @@ class FileMessageSink final : public MessageSink {
 Status StreamOutputs::write_in_place(Slot slot, const std::function<Result<std::uint64_t>(MessageSink&)>& body) {
   File* f = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (slot >= files_.size()) return make_error(Errc::internal, "no output file " + std::to_string(slot));
-    f = files_[slot].get();
+    std::lock_guard<std::mutex> lock(files_->mu);
+    if (slot >= files_->list.size()) return make_error(Errc::internal, "no output file " + std::to_string(slot));
+    f = files_->list[slot].get();
   }
   if (Status s = f->flush(); !s) return s;
   const std::uint64_t base = f->file->size();
@@ -197,8 +203,8 @@ Status StreamOutputs::write_in_place(Slot slot, const std::function<Result<std::
 }
 
 Status StreamOutputs::commit() {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& f : files_) {
+  std::lock_guard<std::mutex> lock(files_->mu);
+  for (auto& f : files_->list) {
     if (auto st = f->flush(); !st) return st;
     if (auto st = f->file->commit(); !st) return st;
   }
@@ -206,15 +212,15 @@ Status StreamOutputs::commit() {
 }
 
 void StreamOutputs::abort() {
-  std::lock_guard<std::mutex> lock(mu_);
-  files_.clear();  // an AtomicFile not committed removes its temporary file
+  std::lock_guard<std::mutex> lock(files_->mu);
+  files_->list.clear();  // an AtomicFile not committed removes its temporary file
   keys_.clear();
 }
 
 std::vector<OutputFile> StreamOutputs::files() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(files_->mu);
   std::vector<OutputFile> out;
-  for (const auto& f : files_) out.push_back(f->info);
+  for (const auto& f : files_->list) out.push_back(f->info);
   return out;
 }
 

@@ -1,5 +1,5 @@
 // StreamOutputs: where recoded messages are written as raw streams
-// (formats/raw_stream.h), each output file atomically (core/base/atomic_file.h).
+// (formats/internal/raw_stream.h), each output file atomically (core/base/atomic_file.h).
 //
 // Two layouts:
 //   single   every message goes to one file, `path` (a raw input, or one
@@ -21,7 +21,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -92,8 +91,8 @@ class StreamOutputs {
   std::string path_;
   bool split_;
   TempHooks hooks_;
-  mutable std::mutex mu_;                     // guards files_ (not the files' contents)
-  std::vector<std::unique_ptr<File>> files_;  // stable addresses
+  struct Files;                   // the open files, behind their lock
+  std::unique_ptr<Files> files_;  // (the reading and the writing threads share them)
   std::map<std::pair<std::size_t, int>, Slot> keys_;  // (connection, direction) -> slot
 };
 

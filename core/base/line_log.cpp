@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <thread>
 
 namespace daskcaps {
 
@@ -18,12 +19,13 @@ struct LineLog::State {
   std::size_t queued_bytes = 0;
   std::uint64_t dropped = 0, unreported = 0;
   bool writing = false, stop = false, failed = false;
+  std::thread thread;  // runs run(); joined (or detached) by ~LineLog
 };
 
 LineLog::LineLog(int fd, std::size_t max_bytes) : state_(std::make_shared<State>()) {
   state_->fd = fd;
   state_->max_bytes = max_bytes;
-  thread_ = std::thread(run, state_);
+  state_->thread = std::thread(run, state_);
 }
 
 LineLog::~LineLog() {
@@ -34,9 +36,9 @@ LineLog::~LineLog() {
   }
   state_->wake.notify_all();
   if (written)
-    thread_.join();
+    state_->thread.join();
   else
-    thread_.detach();  // blocked on a reader that is gone: the process's exit ends it
+    state_->thread.detach();  // blocked on a reader that is gone: the process's exit ends it
 }
 
 void LineLog::write(std::string line) {

@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
 
 namespace daskcaps {
 
@@ -38,8 +37,7 @@ class LineLog {
  private:
   struct State;
   static void run(std::shared_ptr<State> s);
-  std::shared_ptr<State> state_;
-  std::thread thread_;
+  std::shared_ptr<State> state_;  // with the writing thread
 };
 
 }  // namespace daskcaps

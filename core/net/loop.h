@@ -46,7 +46,6 @@
 // epoll_wait itself fails.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
