@@ -39,7 +39,7 @@
 //   relaxed  python-version same-major; compression-mismatch, unreachable and
 //            endpoint-vanished are info.
 //
-// Errors (exit 3 in the CLI): Errc::bad_magic (not JSON, not a policy),
+// Errors: Errc::bad_magic (not JSON, not a policy),
 // Errc::unsupported_version ("dask-caps.policy/N", N != 1), Errc::bad_value
 // (a wrong key, type or value, named by its JSON pointer), and the file
 // errors of json::read_text. A name that is neither a profile nor a file:

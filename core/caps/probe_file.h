@@ -43,7 +43,7 @@
 // (capabilities_of); a "handshake" given is kept as written, missing keys
 // included (that is what an incomplete peer sends). Unknown keys are ignored.
 //
-// Errors (all Errc below map to exit code 3 in the CLI):
+// Errors:
 //   Errc::not_found / io      the file cannot be opened or read
 //   Errc::limit_exceeded      larger than kMaxProbeFileBytes
 //   Errc::bad_magic           not JSON, not an object, no "schema", or a

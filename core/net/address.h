@@ -21,7 +21,7 @@
 //     (core/net/loop.h), so no lookup ever runs on a loop. A lookup that
 //     hangs holds one resolver thread, never the loop.
 //
-// Errors (exit code 4): Errc::network "cannot resolve host \"x\": <reason>"
+// Errors: Errc::network "cannot resolve host \"x\": <reason>"
 // (also for an answer with no addresses), Errc::timeout when resolve()'s
 // deadline passes first. parse_address answers Errc::usage.
 #pragma once

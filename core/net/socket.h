@@ -17,7 +17,7 @@
 // in order (core/net/rpc.h query_endpoint). Tests replace Transport with
 // scripted chunks (docs/design.md §9.3).
 //
-// Errors (all map to exit code 4):
+// Errors:
 //   Errc::network  name resolution failed, host/network unreachable, reset
 //   Errc::refused  connection refused (nothing listens there)
 //   Errc::timeout  a deadline passed (the message says at which stage)
