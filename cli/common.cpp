@@ -45,6 +45,8 @@ Json json_document(std::string_view schema) {
   return doc;
 }
 
+Json json_value(const std::string& text) { return Json::parse(text); }
+
 std::string json_text(const Json& doc) { return doc.dump(2, ' ', false, Json::error_handler_t::replace) + "\n"; }
 
 void print_json(const Json& doc) { std::cout << json_text(doc); }

@@ -45,8 +45,12 @@ void print_error_line(std::string_view text);
 
 /// Starts a JSON document whose first key is "schema".
 Json json_document(std::string_view schema);
+/// A piece of JSON the library handed over as text (it shows no JSON
+/// library in its headers), to put into a document.
+Json json_value(const std::string& text);
 
-// msgpack_to_json() and diagnostics_json() are core/recode/describe_json.h.
+// msgpack_to_json() and diagnostics_json() are daskcaps/recode/describe_json.h
+// (JSON text: json_value() reads it).
 
 /// A JSON document as printed: two-space indent and a final newline.
 std::string json_text(const Json& doc);

@@ -64,8 +64,8 @@ Json connections_json(const std::vector<formats::ConnectionInfo>& conns,
     auto it = handshakes.find(c.id);
     const ConnectionHandshakes* hs = it == handshakes.end() ? nullptr : &it->second;
     j["handshake"] = {
-        {"client", hs && hs->client ? received_handshake_json(*hs->client) : Json(nullptr)},
-        {"server", hs && hs->server ? received_handshake_json(*hs->server) : Json(nullptr)}};
+        {"client", hs && hs->client ? json_value(received_handshake_json(*hs->client)) : Json(nullptr)},
+        {"server", hs && hs->server ? json_value(received_handshake_json(*hs->server)) : Json(nullptr)}};
     if (hs && hs->client && hs->server) {
       DaskNegotiation n = dask_negotiate(*hs->client, *hs->server);
       Json neg;
@@ -219,7 +219,7 @@ int run_inspect(const InspectOptions& opt) {
     objects += report.objects.size();
     if (opt.json) {
       Json j = where;
-      Json body = message_report_json(report);
+      Json body = json_value(message_report_json(report));
       for (auto& [k, v] : body.items()) j[k] = std::move(v);
       messages.push_back(std::move(j));
     } else {
@@ -241,7 +241,7 @@ int run_inspect(const InspectOptions& opt) {
       doc["connections"] = connections_json(src.connections(), handshakes);
       doc["warnings"] = diagnostic_texts(warnings);
     }
-    doc["diagnostics"] = diagnostics_json(warnings);
+    doc["diagnostics"] = json_value(diagnostics_json(warnings));
     doc["messages"] = std::move(messages);
     doc["summary"] = {{"messages", count}, {"objects", objects}, {"bytes", bytes}};
     print_json(doc);

@@ -14,7 +14,7 @@ using report::kLocal;
 using report::Report;
 
 Json handshake_json(const Handshake& h) {
-  return msgpack_to_json(h.raw.is_map() ? h.raw : h.to_msgpack());
+  return json_value(msgpack_to_json(h.raw.is_map() ? h.raw : h.to_msgpack()));
 }
 
 Json peer_capabilities_json(const Peer& p) {
@@ -32,7 +32,7 @@ Json peer_capabilities_json(const Peer& p) {
 Json findings_json(const std::vector<Finding>& findings, const std::vector<baseline::State>* states) {
   Json arr = Json::array();
   for (std::size_t i = 0; i < findings.size(); ++i) {
-    Json j = finding_json(findings[i]);
+    Json j = json_value(finding_json(findings[i]));
     if (states) j["baseline"] = std::string(baseline::to_string((*states)[i]));
     arr.push_back(std::move(j));
   }
@@ -90,7 +90,7 @@ Json check_report_json(const Report& rep, const gate::Gate& gate) {
     j["type"] = e.type.empty() ? Json(nullptr) : Json(e.type);
     j["handshake"] = e.handshake ? handshake_json(*e.handshake) : Json(nullptr);
     if (e.versions && e.versions->ok())
-      j["versions"] = msgpack_to_json(e.versions->value);
+      j["versions"] = json_value(msgpack_to_json(e.versions->value));
     else
       j["versions"] = nullptr;
     j["rtt-ms"] = e.rtt_ms ? Json(round2(*e.rtt_ms)) : Json(nullptr);
@@ -114,7 +114,7 @@ Json check_report_json(const Report& rep, const gate::Gate& gate) {
   Json pairs = Json::array();
   for (std::size_t pi = 0; pi < rep.pairs.size(); ++pi) {
     const auto& p = rep.pairs[pi];
-    Json j = pair_json(report::side_name(rep, p.a), report::side_name(rep, p.b), p.report);
+    Json j = json_value(pair_json(report::side_name(rep, p.a), report::side_name(rep, p.b), p.report));
     if (gate.diff)
       for (std::size_t i = 0; i < j["findings"].size(); ++i)
         j["findings"][i]["baseline"] = std::string(baseline::to_string(gate.diff->pairs[pi][i]));
@@ -172,7 +172,7 @@ Json check_report_json(const Report& rep, const gate::Gate& gate) {
   doc["summary"] = std::move(sum);
 
   if (gate.policy) {
-    doc["policy"] = policy::policy_to_json(*gate.policy);
+    doc["policy"] = json_value(policy::policy_to_json(*gate.policy));
     Json ignored = Json::array();
     for (const auto& ig : gate.ignored) {
       Json j = Json::object();
@@ -180,7 +180,7 @@ Json check_report_json(const Report& rep, const gate::Gate& gate) {
         j["a"] = ig.a;
         j["b"] = ig.b;
       }
-      Json f = finding_json(ig.finding);
+      Json f = json_value(finding_json(ig.finding));
       for (auto& [k, v] : f.items()) j[k] = std::move(v);
       j["reason"] = ig.reason;
       ignored.push_back(std::move(j));

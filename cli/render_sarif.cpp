@@ -89,7 +89,7 @@ Json check_report_sarif(const report::Report& rep, const gate::Gate& gate, const
     r["locations"] = location_json;
     r["partialFingerprints"] = Json{{"daskCapsFinding/v1", fingerprint}};
     if (state) r["baselineState"] = std::string(baseline::to_string(*state));
-    Json props = finding_json(f);
+    Json props = json_value(finding_json(f));
     if (!a.empty()) {
       props["a"] = a;
       props["b"] = b;

@@ -31,7 +31,7 @@ Json transcode_summary_json(const TranscodeSummary& s) {
   std::vector<Diagnostic> diagnostics = s.warnings;
   for (const std::string& u : s.report.unconvertible)
     diagnostics.push_back(Diagnostic{DiagnosticKind::unconvertible, kNoOffset, u});
-  doc["diagnostics"] = diagnostics_json(diagnostics);
+  doc["diagnostics"] = json_value(diagnostics_json(diagnostics));
   if (s.recipient)
     doc["for"] = {{"endpoint", s.recipient->endpoint}, {"codec", s.recipient->codec},
                   {"pickle-protocol", s.recipient->pickle_protocol}, {"layout", s.recipient->layout}};

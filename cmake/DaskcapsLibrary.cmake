@@ -29,9 +29,10 @@
 get_property(DASKCAPS_LAYER_NAMES GLOBAL PROPERTY DASKCAPS_LAYERS)
 get_property(DASKCAPS_LINK_DEPS GLOBAL PROPERTY DASKCAPS_EXTERNAL_LIBS)
 list(REMOVE_DUPLICATES DASKCAPS_LINK_DEPS)
-# nlohmann/json is header-only and two public headers include it: a public
-# dependency of both libraries. The others are private: the shared library
-# links them, the static one names them for whoever links it.
+# nlohmann/json is header-only and no public header includes it (they hand
+# JSON over as text, docs/design.md §2): the layers compile with it, and
+# neither library asks it of a program. The others are private: the shared
+# library links them, the static one names them for whoever links it.
 list(REMOVE_ITEM DASKCAPS_LINK_DEPS nlohmann_json::nlohmann_json)
 
 if(PROJECT_VERSION_MAJOR EQUAL 0)
@@ -78,7 +79,7 @@ foreach(kind shared static)
   target_include_directories(daskcaps_${kind} PUBLIC
     $<BUILD_INTERFACE:${DASKCAPS_INCLUDE_DIR}> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_compile_features(daskcaps_${kind} PUBLIC cxx_std_20)
-  target_link_libraries(daskcaps_${kind} PUBLIC nlohmann_json::nlohmann_json PRIVATE ${DASKCAPS_LINK_DEPS})
+  target_link_libraries(daskcaps_${kind} PRIVATE ${DASKCAPS_LINK_DEPS})
   set_target_properties(daskcaps_${kind} PROPERTIES OUTPUT_NAME daskcaps LINKER_LANGUAGE CXX)
 endforeach()
 add_library(daskcaps::daskcaps ALIAS daskcaps_shared)

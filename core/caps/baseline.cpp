@@ -8,7 +8,7 @@
 #include <unordered_set>
 #include <utility>
 
-#include "daskcaps/caps/json_read.h"
+#include "core/caps/internal/json_read.h"
 
 namespace daskcaps::baseline {
 

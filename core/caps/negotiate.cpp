@@ -2,8 +2,11 @@
 
 #include <utility>
 
-#include "daskcaps/caps/json_read.h"
+#include "core/caps/internal/json_read.h"
+#include "core/recode/internal/json_text.h"
+#include "daskcaps/caps/pair_json.h"
 #include "daskcaps/caps/probe_file.h"
+#include "core/caps/internal/probe_json.h"
 
 namespace daskcaps {
 
@@ -20,7 +23,9 @@ OrderedJson direction_json(const DirectionPlan& plan, std::int64_t pickle_protoc
 }  // namespace
 
 Result<Peer> peer_from_document(const NegotiateSide& side, std::string default_role, std::string_view where) {
-  const OrderedJson& doc = side.document;
+  auto parsed = json::parse(side.document);
+  if (!parsed) return std::move(parsed).error().add_context(json::shown(where));
+  const OrderedJson& doc = *parsed;
   if (!doc.is_object()) return json::wrong_type(where, "a probe document or a handshake dict (an object)", doc);
   Peer peer;
   if (json::member(doc, "schema") != nullptr) {
@@ -42,9 +47,12 @@ Result<Peer> peer_from_document(const NegotiateSide& side, std::string default_r
     }
   }
   if (side.capabilities) {
+    const std::string at = std::string(where) + "-capabilities";
+    auto given = json::parse(*side.capabilities);
+    if (!given) return std::move(given).error().add_context(json::shown(at));
     Capabilities current{peer.codecs, peer.max_pickle_protocol, peer.gpu.value_or(false)};
-    const bool gpu_given = side.capabilities->is_object() && json::present(*side.capabilities, "gpu") != nullptr;
-    auto caps = capabilities_from_json(*side.capabilities, std::string(where) + "-capabilities", std::move(current));
+    const bool gpu_given = given->is_object() && json::present(*given, "gpu") != nullptr;
+    auto caps = capabilities_from_json(*given, at, std::move(current));
     if (!caps) return std::move(caps).error();
     peer.codecs = std::move(caps->codecs);
     peer.codecs_unknown.clear();
@@ -55,7 +63,7 @@ Result<Peer> peer_from_document(const NegotiateSide& side, std::string default_r
   return peer;
 }
 
-Result<OrderedJson> negotiate(const NegotiateSide& local, const NegotiateSide& remote,
+Result<std::string> negotiate(const NegotiateSide& local, const NegotiateSide& remote,
                               const NegotiateOptions& options) {
   auto a = peer_from_document(local, "client", "/local");
   if (!a) return std::move(a).error();
@@ -63,10 +71,12 @@ Result<OrderedJson> negotiate(const NegotiateSide& local, const NegotiateSide& r
   if (!b) return std::move(b).error();
   const bool same_host = options.same_host.value_or(!a->host.empty() && a->host == b->host);
   const PairReport report = evaluate_pair(*a, *b, same_host, options.python_rule);
-  OrderedJson j = pair_json(a->name, b->name, report);
+  auto pair = json::parse(pair_json(a->name, b->name, report));
+  if (!pair) return std::move(pair).error();  // never: pair_json writes JSON
+  OrderedJson& j = *pair;
   j["local-to-remote"] = direction_json(report.recommended.a_to_b, report.recommended.pickle_protocol);
   j["remote-to-local"] = direction_json(report.recommended.b_to_a, report.recommended.pickle_protocol);
-  return j;
+  return json_text(j);
 }
 
 }  // namespace daskcaps

@@ -25,7 +25,12 @@
 // `check REMOTE.json --as LOCAL.json --json` gives the same pair object
 // (its pairs[0]) for the same two probe files, named by their paths.
 //
-// Errors: Errc::bad_value for a side that is neither (not an object, a
+// Documents go in and out as JSON text (the result compact, UTF-8, a byte
+// of a string that is not UTF-8 replaced by U+FFFD), so that no installed
+// header ties a program to one JSON library (docs/design.md §2).
+//
+// Errors: Errc::bad_magic for a document that is not JSON (with the offset
+// of the first bad byte), Errc::bad_value for a side that is neither (not an object, a
 // wrong type in a key, named by its JSON pointer under "/local" or
 // "/remote"), and the probe file errors of probe_from_json.
 #pragma once
@@ -36,20 +41,19 @@
 
 #include "daskcaps/base/result.h"
 #include "daskcaps/caps/caps.h"
-#include "daskcaps/caps/pair_json.h"
 #include "daskcaps/wire/handshake.h"
 
 namespace daskcaps {
 
 struct NegotiateSide {
-  OrderedJson document;  // a probe document or a handshake dict
+  std::string document;  // a probe document or a handshake dict (JSON text)
   std::string name;      // how the findings name it
   /// The role its findings and hints use ("client", "file", "Scheduler",
   /// "Worker", "Nanny", or ""); nullopt: "client" for the local side (as
   /// `check --as` has it), "file" for a probe document, "" for a handshake.
   std::optional<std::string> role;
   /// Published capabilities (see above); nullopt: none given.
-  std::optional<OrderedJson> capabilities;
+  std::optional<std::string> capabilities;  // JSON text
 };
 
 struct NegotiateOptions {
@@ -64,7 +68,7 @@ struct NegotiateOptions {
 Result<Peer> peer_from_document(const NegotiateSide& side, std::string default_role, std::string_view where);
 
 /// The pair object described above.
-Result<OrderedJson> negotiate(const NegotiateSide& local, const NegotiateSide& remote,
+Result<std::string> negotiate(const NegotiateSide& local, const NegotiateSide& remote,
                               const NegotiateOptions& options = {});
 
 }  // namespace daskcaps

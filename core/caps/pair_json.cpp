@@ -3,7 +3,9 @@
 #include <optional>
 #include <utility>
 
-#include "daskcaps/caps/probe_file.h"
+#include "core/caps/internal/json_read.h"
+#include "core/recode/internal/json_text.h"
+#include "core/caps/internal/probe_json.h"
 
 namespace daskcaps {
 
@@ -11,9 +13,7 @@ namespace {
 
 OrderedJson codec_json(const std::optional<std::string>& c) { return c ? OrderedJson(*c) : OrderedJson(nullptr); }
 
-}  // namespace
-
-OrderedJson finding_json(const Finding& f) {
+OrderedJson finding_value(const Finding& f) {
   OrderedJson j = OrderedJson::object();
   j["severity"] = to_string(f.severity);
   j["code"] = f.code;
@@ -24,7 +24,7 @@ OrderedJson finding_json(const Finding& f) {
   return j;
 }
 
-OrderedJson negotiation_json(const DaskNegotiation& d) {
+OrderedJson negotiation_value(const DaskNegotiation& d) {
   OrderedJson j = OrderedJson::object();
   if (!d.ok) {
     j["compression"] = nullptr;
@@ -37,7 +37,7 @@ OrderedJson negotiation_json(const DaskNegotiation& d) {
   return j;
 }
 
-OrderedJson recommendation_json(const Recommendation& r) {
+OrderedJson recommendation_value(const Recommendation& r) {
   OrderedJson rec = OrderedJson::object();
   if (r.a_to_b.codec == r.b_to_a.codec)
     rec["compression"] = codec_json(r.a_to_b.codec);
@@ -51,22 +51,33 @@ OrderedJson recommendation_json(const Recommendation& r) {
   return rec;
 }
 
-OrderedJson pair_json(const std::string& a, const std::string& b, const PairReport& report) {
+OrderedJson pair_value(const std::string& a, const std::string& b, const PairReport& report) {
   OrderedJson j = OrderedJson::object();
   j["a"] = a;
   j["b"] = b;
   if (report.dask) {
-    OrderedJson d = negotiation_json(*report.dask);
-    if (report.scheduler_initiated) d["scheduler-initiated"] = negotiation_json(*report.scheduler_initiated);
+    OrderedJson d = negotiation_value(*report.dask);
+    if (report.scheduler_initiated) d["scheduler-initiated"] = negotiation_value(*report.scheduler_initiated);
     j["dask"] = std::move(d);
   } else {
     j["dask"] = nullptr;
   }
-  j["recommended"] = recommendation_json(report.recommended);
+  j["recommended"] = recommendation_value(report.recommended);
   OrderedJson findings = OrderedJson::array();
-  for (const Finding& f : report.findings) findings.push_back(finding_json(f));
+  for (const Finding& f : report.findings) findings.push_back(finding_value(f));
   j["findings"] = std::move(findings);
   return j;
+}
+
+}  // namespace
+
+std::string finding_json(const Finding& finding) { return json_text(finding_value(finding)); }
+std::string negotiation_json(const DaskNegotiation& negotiation) { return json_text(negotiation_value(negotiation)); }
+std::string recommendation_json(const Recommendation& recommendation) {
+  return json_text(recommendation_value(recommendation));
+}
+std::string pair_json(const std::string& a, const std::string& b, const PairReport& report) {
+  return json_text(pair_value(a, b, report));
 }
 
 }  // namespace daskcaps

@@ -16,29 +16,30 @@
 //
 // "recommended" names one value when both directions agree, else one per
 // direction.
+//
+// Each function returns JSON text (compact, UTF-8; a byte of a string that
+// is not UTF-8 becomes U+FFFD), which a program parses with its own JSON
+// library: no installed header ties a program to one (docs/design.md §2).
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "daskcaps/caps/caps.h"
 
 namespace daskcaps {
 
-using OrderedJson = nlohmann::ordered_json;
-
 /// One finding: severity, code, message, hint, and packages / endpoint
 /// when it has them.
-OrderedJson finding_json(const Finding& finding);
+std::string finding_json(const Finding& finding);
 
 /// What Dask negotiates: compression and pickle-protocol, or both null and
 /// the "error" Dask fails the connection with.
-OrderedJson negotiation_json(const DaskNegotiation& negotiation);
+std::string negotiation_json(const DaskNegotiation& negotiation);
 
 /// The recommended rule for a pair: compression, pickle-protocol, layout.
-OrderedJson recommendation_json(const Recommendation& recommendation);
+std::string recommendation_json(const Recommendation& recommendation);
 
 /// The whole pair object above, without baseline marks.
-OrderedJson pair_json(const std::string& a, const std::string& b, const PairReport& report);
+std::string pair_json(const std::string& a, const std::string& b, const PairReport& report);
 
 }  // namespace daskcaps

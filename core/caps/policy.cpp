@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/caps/internal/json_read.h"
+#include "core/recode/internal/json_text.h"
+
 namespace daskcaps::policy {
 
 namespace {
@@ -271,7 +274,7 @@ Result<Policy> load_policy(const std::string& name_or_path) {
   return read_policy_file(name_or_path);
 }
 
-Json policy_to_json(const Policy& policy) {
+std::string policy_to_json(const Policy& policy) {
   Json doc = Json::object();
   doc["schema"] = kPolicySchema;
   doc["name"] = policy.name;
@@ -290,7 +293,7 @@ Json policy_to_json(const Policy& policy) {
     ignores.push_back(std::move(j));
   }
   doc["ignore"] = std::move(ignores);
-  return doc;
+  return json_text(doc);
 }
 
 std::vector<IgnoredFinding> apply_policy(report::Report& rep, const Policy& policy) {

@@ -57,7 +57,6 @@
 #include "daskcaps/base/result.h"
 #include "daskcaps/caps/caps.h"
 #include "daskcaps/caps/caps_report.h"
-#include "daskcaps/caps/json_read.h"
 
 namespace daskcaps::policy {
 
@@ -95,8 +94,9 @@ Result<Policy> read_policy_file(const std::string& path);
 Result<Policy> load_policy(const std::string& name_or_path);
 
 /// The policy as a document that parse_policy reads back (the effective
-/// settings; "extends" resolved), "schema" first.
-json::Json policy_to_json(const Policy& policy);
+/// settings; "extends" resolved), "schema" first, as JSON text (compact,
+/// UTF-8).
+std::string policy_to_json(const Policy& policy);
 
 /// A finding a policy took out of the report, with the reason.
 struct IgnoredFinding {

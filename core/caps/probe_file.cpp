@@ -1,8 +1,9 @@
 #include "daskcaps/caps/probe_file.h"
+#include "core/caps/internal/probe_json.h"
 
 #include <utility>
 
-#include "daskcaps/caps/json_read.h"
+#include "core/caps/internal/json_read.h"
 
 namespace daskcaps {
 

@@ -55,7 +55,6 @@
 #pragma once
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -64,35 +63,13 @@
 
 namespace daskcaps {
 
-using OrderedJson = nlohmann::ordered_json;
-
 inline constexpr std::uint64_t kMaxProbeFileBytes = std::uint64_t{16} << 20;
 
-/// The whole probe document, "schema" first (what `probe --json` prints).
-OrderedJson probe_to_json(const HostProbe& probe);
-/// probe_to_json dumped with two-space indent and a final newline.
+/// The probe document, "schema" first, dumped with two-space indent and a
+/// final newline (what `probe --json` prints).
 std::string probe_to_json_text(const HostProbe& probe);
 
-/// The parts, for reports that embed them (check's endpoints and pairs).
-OrderedJson compression_to_json(const CompressionValue& value);  // "lz4", null or false
-OrderedJson handshake_to_json(const Handshake& handshake);       // present keys only
-OrderedJson gpu_to_json(const GpuInfo& gpu);
-OrderedJson python_to_json(const PythonEnv& python);
-OrderedJson capabilities_to_json(const Capabilities& capabilities);
-
-/// Reads the parts back. `where` is the JSON pointer of the value, used in
-/// error messages ("/handshake"). Errors: Errc::bad_value as above.
-Result<CompressionValue> compression_from_json(const OrderedJson& value, std::string_view where);
-Result<Handshake> handshake_from_json(const OrderedJson& value, std::string_view where);
-Result<GpuInfo> gpu_from_json(const OrderedJson& value, std::string_view where);
-Result<PythonEnv> python_from_json(const OrderedJson& value, std::string_view where);
-/// {"codecs": [...], "max-pickle-protocol": N, "gpu": bool}: the keys
-/// present (and not null) replace those of `defaults`.
-Result<Capabilities> capabilities_from_json(const OrderedJson& value, std::string_view where,
-                                            Capabilities defaults);
-
-/// Reads a probe document from a parsed JSON value or from text.
-Result<HostProbe> probe_from_json(const OrderedJson& doc);
+/// Reads a probe document from its text (or from a file, below).
 Result<HostProbe> parse_probe_file(std::string_view text);
 /// Reads a probe file; errors carry the path as context.
 Result<HostProbe> read_probe_file(const std::string& path);

@@ -5,10 +5,16 @@
 
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/message.h"
+#include "core/recode/internal/json_text.h"
 
 namespace daskcaps {
 
 namespace {
+
+using OrderedJson = nlohmann::ordered_json;
+
+OrderedJson msgpack_to_value(const msgpack::Value& v);
+OrderedJson diagnostics_value(const std::vector<Diagnostic>& diagnostics);
 
 OrderedJson array_json(const ArrayLayout& a) {
   OrderedJson j;
@@ -69,7 +75,7 @@ OrderedJson object_json(const ObjectReport& o) {
     j["elements"] = std::move(elements);
   }
   j["problems"] = diagnostic_texts(o.problems);
-  j["problem-details"] = diagnostics_json(o.problems);
+  j["problem-details"] = diagnostics_value(o.problems);
   return j;
 }
 
@@ -93,9 +99,7 @@ OrderedJson error_json(const ErrorReport& e) {
   return j;
 }
 
-}  // namespace
-
-OrderedJson msgpack_to_json(const msgpack::Value& v) {
+OrderedJson msgpack_to_value(const msgpack::Value& v) {
   using msgpack::Type;
   switch (v.type()) {
     case Type::nil: return nullptr;
@@ -116,19 +120,19 @@ OrderedJson msgpack_to_json(const msgpack::Value& v) {
     case Type::ext: return msgpack::repr(v);
     case Type::array: {
       OrderedJson a = OrderedJson::array();
-      for (const auto& e : v.as_array()) a.push_back(msgpack_to_json(e));
+      for (const auto& e : v.as_array()) a.push_back(msgpack_to_value(e));
       return a;
     }
     case Type::map: {
       OrderedJson m = OrderedJson::object();
-      for (const auto& [k, val] : v.as_map()) m[k.is_str() ? k.as_str() : msgpack::repr(k)] = msgpack_to_json(val);
+      for (const auto& [k, val] : v.as_map()) m[k.is_str() ? k.as_str() : msgpack::repr(k)] = msgpack_to_value(val);
       return m;
     }
   }
   return nullptr;
 }
 
-OrderedJson diagnostics_json(const std::vector<Diagnostic>& diagnostics) {
+OrderedJson diagnostics_value(const std::vector<Diagnostic>& diagnostics) {
   OrderedJson out = OrderedJson::array();
   for (const Diagnostic& d : diagnostics)
     out.push_back(OrderedJson{{"kind", std::string(to_string(d.kind))},
@@ -137,9 +141,9 @@ OrderedJson diagnostics_json(const std::vector<Diagnostic>& diagnostics) {
   return out;
 }
 
-OrderedJson received_handshake_json(const Handshake& h) { return msgpack_to_json(h.raw); }
+OrderedJson received_handshake_value(const Handshake& h) { return msgpack_to_value(h.raw); }
 
-OrderedJson message_report_json(const MessageReport& r) {
+OrderedJson message_report_value(const MessageReport& r) {
   OrderedJson j;
   j["index"] = r.index;
   j["offset"] = r.offset;
@@ -149,7 +153,7 @@ OrderedJson message_report_json(const MessageReport& r) {
   j["frames"] = r.frame_sizes;
   j["op"] = r.op ? OrderedJson(*r.op) : OrderedJson(nullptr);
   if (!r.batched_ops.empty()) j["batched-ops"] = r.batched_ops;
-  j["handshake"] = r.handshake ? received_handshake_json(*r.handshake) : OrderedJson(nullptr);
+  j["handshake"] = r.handshake ? received_handshake_value(*r.handshake) : OrderedJson(nullptr);
   OrderedJson objects = OrderedJson::array();
   for (const ObjectReport& o : r.objects) objects.push_back(object_json(o));
   j["objects"] = std::move(objects);
@@ -162,7 +166,16 @@ OrderedJson message_report_json(const MessageReport& r) {
   return j;
 }
 
-Result<OrderedJson> inspect_message_json(std::vector<Bytes> frames, const DescribeOptions& options) {
+}  // namespace
+
+std::string msgpack_to_json(const msgpack::Value& v) { return json_text(msgpack_to_value(v)); }
+std::string diagnostics_json(const std::vector<Diagnostic>& diagnostics) {
+  return json_text(diagnostics_value(diagnostics));
+}
+std::string received_handshake_json(const Handshake& h) { return json_text(received_handshake_value(h)); }
+std::string message_report_json(const MessageReport& report) { return json_text(message_report_value(report)); }
+
+Result<std::string> inspect_message_json(std::vector<Bytes> frames, const DescribeOptions& options) {
   if (auto st = check_frames(frames, options.limits); !st) return std::move(st).error();
   const std::uint64_t wire_bytes = message_wire_size(frames);
   const auto offsets = frame_offsets_for(0, frames);
@@ -172,7 +185,7 @@ Result<OrderedJson> inspect_message_json(std::vector<Bytes> frames, const Descri
   report.index = 0;
   report.offset = 0;
   report.wire_bytes = wire_bytes;
-  return message_report_json(report);
+  return json_text(message_report_value(report));
 }
 
 }  // namespace daskcaps

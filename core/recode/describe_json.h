@@ -7,9 +7,13 @@
 // msgpack values as JSON: str, int, float, bool, nil, arrays and maps map
 // directly; map keys that are not strings, bin/ext values and non-finite
 // floats become their Python-like repr (msgpack::repr).
+//
+// Each function returns JSON text (compact, UTF-8; a byte of a string that
+// is not UTF-8 becomes U+FFFD), which a program parses with its own JSON
+// library: no installed header ties a program to one (docs/design.md §2).
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "daskcaps/base/bytes.h"
@@ -21,23 +25,21 @@
 
 namespace daskcaps {
 
-using OrderedJson = nlohmann::ordered_json;
-
 /// A msgpack value as JSON (see above).
-OrderedJson msgpack_to_json(const msgpack::Value& v);
+std::string msgpack_to_json(const msgpack::Value& v);
 
 /// Diagnostics as the JSON array of "diagnostics" and "problem-details":
 /// [{"kind": "bytes-lost", "offset": 1234 | null, "message": "..."}].
-OrderedJson diagnostics_json(const std::vector<Diagnostic>& diagnostics);
+std::string diagnostics_json(const std::vector<Diagnostic>& diagnostics);
 
 /// A handshake as received: exactly its keys and values (its raw map).
-OrderedJson received_handshake_json(const Handshake& h);
+std::string received_handshake_json(const Handshake& h);
 
 /// One entry of the document's "messages": index, offset, wire-bytes,
 /// frames, op, handshake, objects (each with its frames, pickles, array
 /// layout and problems), loose-frames. Where the message sits in a capture
 /// (connection, direction, timestamp) is the command's to add in front.
-OrderedJson message_report_json(const MessageReport& report);
+std::string message_report_json(const MessageReport& report);
 
 /// One message given as its frames (frame 0 first, no prelude: what Dask's
 /// dumps() returns), described as `inspect --json` describes message 0 of a
@@ -47,6 +49,6 @@ OrderedJson message_report_json(const MessageReport& report);
 /// past the limits), or it does not parse (parse_message()'s errors,
 /// offsets as above); problems inside an object are not errors, they are
 /// in its "problems".
-Result<OrderedJson> inspect_message_json(std::vector<Bytes> frames, const DescribeOptions& options = {});
+Result<std::string> inspect_message_json(std::vector<Bytes> frames, const DescribeOptions& options = {});
 
 }  // namespace daskcaps

@@ -93,4 +93,10 @@ py::object to_python(const Json& v) {
 
 Json to_json(const py::handle& value, const std::string& what) { return to_json_at(value, what, 0); }
 
+py::object json_text_to_python(const std::string& text) { return to_python(Json::parse(text)); }
+
+std::string to_json_text(const py::handle& value, const std::string& what) {
+  return to_json(value, what).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 }  // namespace daskcaps::python

@@ -150,16 +150,16 @@ py::object probe(const py::object& python, double timeout) {
     return probe_host(options);
   }();
   if (!result) raise(std::move(result).error());
-  return to_python(probe_to_json(*result));
+  return json_text_to_python(probe_to_json_text(*result));
 }
 
 NegotiateSide side_argument(const py::handle& doc, std::string name, std::optional<std::string> role,
                             const py::handle& capabilities, const std::string& what) {
   NegotiateSide side;
-  side.document = to_json(doc, what);
+  side.document = to_json_text(doc, what);
   side.name = std::move(name);
   side.role = std::move(role);
-  if (!capabilities.is_none()) side.capabilities = to_json(capabilities, what + "_capabilities");
+  if (!capabilities.is_none()) side.capabilities = to_json_text(capabilities, what + "_capabilities");
   return side;
 }
 
@@ -176,12 +176,12 @@ py::object negotiate(const py::object& local, const py::object& remote, std::opt
   if (!rule)
     raise(make_error(Errc::usage, "python_rule " + python_rule + ": use exact, same-minor or same-major"));
   options.python_rule = *rule;
-  Result<OrderedJson> result = [&] {
+  Result<std::string> result = [&] {
     py::gil_scoped_release nogil;
     return daskcaps::negotiate(a, b, options);
   }();
   if (!result) raise(std::move(result).error());
-  return to_python(*result);
+  return json_text_to_python(*result);
 }
 
 CompressOptions compress_options(Codec codec, std::optional<int> level, int threads) {
@@ -263,12 +263,12 @@ py::object inspect(const py::object& frames_arg, bool dis, const py::object& lim
   options.limits = limits_argument(limits);
   options.disassemble = dis;
   InputFrames in(frames_arg);
-  Result<OrderedJson> result = [&] {
+  Result<std::string> result = [&] {
     py::gil_scoped_release nogil;
     return inspect_message_json(in.bytes(), options);
   }();
   if (!result) raise(std::move(result).error());
-  return to_python(*result);
+  return json_text_to_python(*result);
 }
 
 }  // namespace

@@ -8,8 +8,8 @@ include/daskcaps/:
     formats/, cli/, tests/), and no #include <...> names daskcaps/, core/,
     detail/ or internal/;
   - none includes <thread>, <mutex>, <shared_mutex>, <condition_variable>
-    or <atomic>: a type with a thread or a lock keeps it behind a pointer
-    (docs/design.md §2);
+    or <atomic> (a type with a thread or a lock keeps it behind a pointer),
+    nor nlohmann/json (JSON is handed over as text): docs/design.md §2;
   - a translation unit that includes it (twice: its guard works) and
     nothing else compiles with only the prefix's include/ on the path,
     under -std=c++20 -Wall -Wextra -Wpedantic -Werror, as a program built
@@ -53,6 +53,8 @@ def main():
                         problems.append("%s: includes \"%s\", not a public daskcaps/ header" % (h, name))
                     elif name not in installed:
                         problems.append("%s: includes \"%s\", which is not installed" % (h, name))
+                elif name.startswith("nlohmann/"):
+                    problems.append("%s: includes <%s> (JSON is handed over as text)" % (h, name))
                 elif name in THREADS_AND_LOCKS:
                     problems.append("%s: includes <%s> (threads and locks stay behind a pointer)" % (h, name))
                 elif re.match(r"(daskcaps|core|formats|cli|tests)/", name) or re.search(r"(detail|internal)/", name):

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daskcaps/caps/probe_file.h"
+#include "core/caps/internal/probe_json.h"
 
 extern char** environ;
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "daskcaps/caps/caps.h"
+#include "core/caps/internal/probe_json.h"
 #include "support/prefixes.h"
 
 using namespace daskcaps;

@@ -1,4 +1,4 @@
-#include "daskcaps/caps/json_read.h"
+#include "core/caps/internal/json_read.h"
 
 #include <cerrno>
 #include <cstring>
