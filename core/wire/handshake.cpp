@@ -106,7 +106,8 @@ CapabilitiesKey read_key(const ValueView& v, const Limits& limits) {
   using Kind = ValueView::Kind;
   if (v.kind() != Kind::map) return refuse(at(Problem::not_a_map, ""), v.type_text() + ", not a map");
   const auto codecs = v.member("codecs");
-  if (!codecs || codecs->kind() != Kind::list) return refuse(at(Problem::not_a_list, "codecs"), "\"codecs\" is not a list");
+  if (!codecs || codecs->kind() != Kind::list)
+    return refuse(at(Problem::not_a_list, "codecs"), "\"codecs\" is not a list");
   // The count first: a list past the limit is refused before any item of it is looked at.
   const std::uint64_t count = codecs->size();
   if (count > limits.max_capability_codecs) {
@@ -160,7 +161,6 @@ CapabilitiesKey read_key(const ValueView& v, const Limits& limits) {
 }  // namespace
 
 std::string capability_name_problem(const ValueView& s, const Limits& limits, CapabilitiesRefusal* problem) {
-  const std::uint64_t size = s.size();
   const auto set = [&](Problem p, std::uint64_t count) {
     if (!problem) return;
     problem->problem = p;
@@ -171,6 +171,7 @@ std::string capability_name_problem(const ValueView& s, const Limits& limits, Ca
     set(Problem::not_a_string, 0);
     return "is not a string";
   }
+  const std::uint64_t size = s.size();
   // Bytes first: a forged line is shown (escaped) whatever its length;
   // only the bytes shown are copied.
   if (s.printable_ascii_prefix() < size) {
