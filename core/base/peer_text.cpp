@@ -35,8 +35,12 @@ std::size_t utf8_sequence(std::string_view s, std::size_t i) {
 }  // namespace
 
 std::string peer_text(std::string_view text, std::size_t max_bytes) {
+  return peer_text(text, text.size(), max_bytes);
+}
+
+std::string peer_text(std::string_view head, std::uint64_t total_bytes, std::size_t max_bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
-  const std::string_view shown = text.substr(0, max_bytes);
+  const std::string_view shown = head.substr(0, max_bytes);
   std::string out;
   out.reserve(shown.size() + 2);
   for (std::size_t i = 0; i < shown.size();) {
@@ -63,7 +67,7 @@ std::string peer_text(std::string_view text, std::size_t max_bytes) {
     out += kHex[c & 0xF];
     ++i;
   }
-  if (text.size() > shown.size()) out += "...(+" + std::to_string(text.size() - shown.size()) + " bytes)";
+  if (total_bytes > shown.size()) out += "...(+" + std::to_string(total_bytes - shown.size()) + " bytes)";
   return out;
 }
 

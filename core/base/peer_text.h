@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -29,5 +30,10 @@ inline constexpr std::size_t kPeerTextBytes = 256;
 
 /// `text` escaped and bounded as described above.
 std::string peer_text(std::string_view text, std::size_t max_bytes = kPeerTextBytes);
+
+/// The same for a string of which only the first bytes are at hand (`head`,
+/// at least min(max_bytes, total_bytes) of them): the text of the string
+/// of `total_bytes` bytes that starts so.
+std::string peer_text(std::string_view head, std::uint64_t total_bytes, std::size_t max_bytes);
 
 }  // namespace daskcaps

@@ -182,6 +182,27 @@ Peer peer_from_handshake(std::string name, const Handshake& handshake, const Lim
   return p;
 }
 
+Peer peer_from_handshake(std::string name, const ValueView& handshake, CapabilitiesKey key, const Limits& limits) {
+  Peer p;
+  p.name = std::move(name);
+  if (key.state == CapabilitiesKey::State::published) {
+    Capabilities& published = key.capabilities;
+    p.codecs = std::move(published.codecs);
+    p.max_pickle_protocol = published.max_pickle_protocol;
+    p.gpu = published.gpu;
+    p.role = std::move(published.role);
+    p.published = true;
+    p.published_by = std::move(published.dask_caps);
+    return p;
+  }
+  if (key.state == CapabilitiesKey::State::refused) p.capabilities_refused = std::move(key.refused);
+  if (const auto c = handshake.member("compression"); c && capability_name_problem(*c, limits).empty())
+    p.codecs.push_back(c->str());
+  if (const auto pickle = handshake.member("pickle-protocol"))
+    p.max_pickle_protocol = pickle->integer().value_or(5);
+  return p;
+}
+
 std::string capability_signature(const Peer& peer) {
   std::string s = peer.role;
   s += '\x1f';

@@ -18,6 +18,7 @@
 #include "daskcaps/wire/dask_release.h"
 #include "daskcaps/wire/handshake.h"
 #include "daskcaps/wire/msgpack.h"
+#include "daskcaps/wire/value_view.h"
 
 namespace daskcaps {
 
@@ -99,6 +100,18 @@ std::string python_version_from_string(std::string_view s);
 /// the pickle protocol it advertises (5 when it says none). Its role is
 /// the key's "role" member ("" for a plain peer).
 Peer peer_from_handshake(std::string name, const Handshake& handshake, const Limits& limits = Limits{});
+
+/// A peer from the handshake of a connection that Dask itself has read and
+/// accepted, at hand only as a ValueView (the Dask plugin's dict of the
+/// remote side, python/src/py_value_view.h), and its "capabilities" key as
+/// read_capabilities(handshake, limits) found it (`key`). Published: as
+/// above. Else a plain Dask peer that decodes the codec its "compression"
+/// names when that is a name the key could hold (capability_name_problem:
+/// Dask takes any string there, and this one reaches log lines), none
+/// otherwise, and reads the pickle protocol its "pickle-protocol" names
+/// when that is an integer, else 5; its GPU is not known. The refusal, if
+/// any, is in capabilities_refused.
+Peer peer_from_handshake(std::string name, const ValueView& handshake, CapabilitiesKey key, const Limits& limits);
 
 /// A string equal for two peers exactly when every rule here treats them
 /// alike (handshake, codecs, pickle, GPU, Python, packages): used to group

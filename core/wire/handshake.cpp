@@ -1,7 +1,9 @@
 #include "daskcaps/wire/handshake.h"
 
+#include <memory>
 #include <utility>
 
+#include "daskcaps/wire/msgpack_view.h"
 #include "daskcaps/base/peer_text.h"
 
 namespace daskcaps {
@@ -81,68 +83,117 @@ Result<Handshake> handshake_from_msgpack(const msgpack::Value& v) {
 namespace {
 
 constexpr std::string_view kPlain = "; read as a plain Dask peer";
+using Problem = CapabilitiesRefusal::Problem;
 
-CapabilitiesKey refuse(std::string why) {
+CapabilitiesKey refuse(CapabilitiesRefusal refusal, std::string why) {
   CapabilitiesKey k;
   k.state = CapabilitiesKey::State::refused;
   k.refused = "its \"capabilities\" handshake key is refused: " + std::move(why) + std::string(kPlain);
+  k.refusal = std::move(refusal);
   return k;
 }
 
-/// "" when `s` is a name the key may hold, else why not (bounded, escaped).
-std::string bad_name(std::string_view s, const Limits& limits) {
-  // Bytes first: a forged line is shown (escaped) whatever its length.
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c > 0x7E) return "holds a byte that is not printable ASCII: \"" + peer_text(s, 64) + "\"";
+CapabilitiesRefusal at(Problem problem, std::string member, std::optional<std::uint64_t> index = std::nullopt) {
+  CapabilitiesRefusal r;
+  r.problem = problem;
+  r.member = std::move(member);
+  r.index = index;
+  return r;
+}
+
+/// The key's value itself (the map the holder names "capabilities").
+CapabilitiesKey read_key(const ValueView& v, const Limits& limits) {
+  using Kind = ValueView::Kind;
+  if (v.kind() != Kind::map) return refuse(at(Problem::not_a_map, ""), v.type_text() + ", not a map");
+  const auto codecs = v.member("codecs");
+  if (!codecs || codecs->kind() != Kind::list)
+    return refuse(at(Problem::not_a_list, "codecs"), "\"codecs\" is not a list");
+  // The count first: a list past the limit is refused before any item of it is looked at.
+  const std::uint64_t count = codecs->size();
+  if (count > limits.max_capability_codecs) {
+    CapabilitiesRefusal r = at(Problem::too_many_codecs, "codecs");
+    r.count = count;
+    r.limit = limits.max_capability_codecs;
+    return refuse(std::move(r), "\"codecs\" lists " + std::to_string(count) + " names, more than " +
+                                    std::to_string(limits.max_capability_codecs) + " (--max-capability-codecs)");
   }
-  if (s.size() > limits.max_capability_name)
-    return "is " + std::to_string(s.size()) + " bytes, more than " + std::to_string(limits.max_capability_name) +
-           " (--max-capability-name)";
-  return "";
+  // count <= max_capability_codecs and <= the items present.
+  std::vector<std::unique_ptr<ValueView>> names;
+  names.reserve(static_cast<std::size_t>(count));
+  for (std::uint64_t i = 0; i < count; ++i) {
+    auto name = codecs->item(i);
+    if (!name || name->kind() != Kind::string)
+      return refuse(at(Problem::not_a_string, "codecs", i), "codec name " + std::to_string(i) + " is not a string");
+    CapabilitiesRefusal r = at(Problem::not_a_string, "codecs", i);
+    if (auto why = capability_name_problem(*name, limits, &r); !why.empty())
+      return refuse(std::move(r), "codec name " + std::to_string(i) + " " + why);
+    names.push_back(std::move(name));
+  }
+  CapabilitiesKey k;
+  Capabilities& c = k.capabilities;
+  if (const auto p = v.member("max-pickle-protocol")) {
+    const auto i = p->integer();
+    if (!i || *i < 0)
+      return refuse(at(Problem::bad_pickle_protocol, "max-pickle-protocol"),
+                    "\"max-pickle-protocol\" is not an integer of at least 0");
+    c.max_pickle_protocol = *i;
+  }
+  if (const auto g = v.member("gpu")) {
+    if (g->kind() != Kind::boolean) return refuse(at(Problem::not_a_boolean, "gpu"), "\"gpu\" is not a boolean");
+    c.gpu = g->boolean();
+  }
+  for (auto [name, field] : {std::pair{"dask-caps", &c.dask_caps}, std::pair{"role", &c.role}}) {
+    if (const auto s = v.member(name)) {
+      if (s->kind() != Kind::string)
+        return refuse(at(Problem::not_a_string, name), "\"" + std::string(name) + "\" is not a string");
+      CapabilitiesRefusal r = at(Problem::not_a_string, name);
+      if (auto why = capability_name_problem(*s, limits, &r); !why.empty())
+        return refuse(std::move(r), "\"" + std::string(name) + "\" " + why);
+      *field = s->str();
+    }
+  }
+  c.codecs.reserve(names.size());
+  for (const auto& name : names) c.codecs.push_back(name->str());
+  k.state = CapabilitiesKey::State::published;
+  return k;
 }
 
 }  // namespace
 
-CapabilitiesKey read_capabilities(const msgpack::Value& holder, const Limits& limits) {
-  const msgpack::Value* key = holder.is_map() ? holder.find("capabilities") : nullptr;
+std::string capability_name_problem(const ValueView& s, const Limits& limits, CapabilitiesRefusal* problem) {
+  const auto set = [&](Problem p, std::uint64_t count) {
+    if (!problem) return;
+    problem->problem = p;
+    problem->count = count;
+    problem->limit = limits.max_capability_name;
+  };
+  if (s.kind() != ValueView::Kind::string) {
+    set(Problem::not_a_string, 0);
+    return "is not a string";
+  }
+  const std::uint64_t size = s.size();
+  // Bytes first: a forged line is shown (escaped) whatever its length;
+  // only the bytes shown are copied.
+  if (s.printable_ascii_prefix() < size) {
+    set(Problem::not_printable_ascii, size);
+    return "holds a byte that is not printable ASCII: \"" + peer_text(s.head(64), size, 64) + "\"";
+  }
+  if (size > limits.max_capability_name) {
+    set(Problem::too_long, size);
+    return "is " + std::to_string(size) + " bytes, more than " + std::to_string(limits.max_capability_name) +
+           " (--max-capability-name)";
+  }
+  return "";
+}
+
+CapabilitiesKey read_capabilities(const ValueView& holder, const Limits& limits) {
+  const auto key = holder.kind() == ValueView::Kind::map ? holder.member("capabilities") : nullptr;
   if (!key) return {};
-  const msgpack::Value& v = *key;
-  if (!v.is_map()) return refuse("a msgpack " + std::string(msgpack::type_name(v.type())) + ", not a map");
-  const auto* codecs = v.find("codecs");
-  if (!codecs || !codecs->is_array()) return refuse("\"codecs\" is not a list");
-  const auto& list = codecs->as_array();
-  if (list.size() > limits.max_capability_codecs)
-    return refuse("\"codecs\" lists " + std::to_string(list.size()) + " names, more than " +
-                  std::to_string(limits.max_capability_codecs) + " (--max-capability-codecs)");
-  CapabilitiesKey k;
-  Capabilities& c = k.capabilities;
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    if (!list[i].is_str()) return refuse("codec name " + std::to_string(i) + " is not a string");
-    if (auto why = bad_name(list[i].as_str(), limits); !why.empty())
-      return refuse("codec name " + std::to_string(i) + " " + why);
-  }
-  if (const auto* p = v.find("max-pickle-protocol")) {
-    auto i = p->to_int64();
-    if (!i || *i < 0) return refuse("\"max-pickle-protocol\" is not an integer of at least 0");
-    c.max_pickle_protocol = *i;
-  }
-  if (const auto* g = v.find("gpu")) {
-    if (!g->is_bool()) return refuse("\"gpu\" is not a boolean");
-    c.gpu = g->as_bool();
-  }
-  for (auto [name, field] : {std::pair{"dask-caps", &c.dask_caps}, std::pair{"role", &c.role}}) {
-    if (const auto* s = v.find(name)) {
-      if (!s->is_str()) return refuse("\"" + std::string(name) + "\" is not a string");
-      if (auto why = bad_name(s->as_str(), limits); !why.empty())
-        return refuse("\"" + std::string(name) + "\" " + why);
-      *field = s->as_str();
-    }
-  }
-  c.codecs.reserve(list.size());
-  for (const auto& e : list) c.codecs.push_back(e.as_str());
-  k.state = CapabilitiesKey::State::published;
-  return k;
+  return read_key(*key, limits);
+}
+
+CapabilitiesKey read_capabilities(const msgpack::Value& holder, const Limits& limits) {
+  return read_capabilities(MsgpackView(holder), limits);
 }
 
 std::optional<Capabilities> capabilities_from_msgpack(const msgpack::Value& v) {

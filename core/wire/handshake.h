@@ -17,6 +17,7 @@
 #include "daskcaps/wire/codec.h"
 #include "daskcaps/wire/compression_value.h"
 #include "daskcaps/wire/msgpack.h"
+#include "daskcaps/wire/value_view.h"
 #include "daskcaps/base/limits.h"
 #include "daskcaps/base/result.h"
 
@@ -56,6 +57,27 @@ struct Capabilities {
   std::string role{};       // "scheduler", "worker", "nanny", "client"; "" when not said
 };
 
+/// Why read_capabilities refused a key, as figures rather than words, for
+/// a caller that words it its own way (the Dask plugin's log lines). The
+/// offending value is named by where it is (member, index), never copied.
+struct CapabilitiesRefusal {
+  enum class Problem : std::uint8_t {
+    not_a_map,            // the key's value (member "")
+    not_a_list,           // "codecs"
+    too_many_codecs,      // "codecs": count names, more than limit
+    not_a_string,         // a codec name (member "codecs", index), "dask-caps" or "role"
+    not_printable_ascii,  // the same: a byte outside 0x20-0x7E
+    too_long,             // the same: count bytes, more than limit
+    bad_pickle_protocol,  // "max-pickle-protocol": not an integer of at least 0
+    not_a_boolean,        // "gpu"
+  };
+  Problem problem = Problem::not_a_map;
+  std::string member;                  // "", "codecs", "max-pickle-protocol", "gpu", "dask-caps", "role"
+  std::optional<std::uint64_t> index;  // a codec name's place in "codecs"
+  std::uint64_t count = 0;             // too_many_codecs: names; too_long: bytes
+  std::uint64_t limit = 0;             // the limit crossed (names: max_capability_name)
+};
+
 /// The "capabilities" key of a handshake (or of an identity's "dask-caps"
 /// entry), as read_capabilities found it.
 struct CapabilitiesKey {
@@ -65,6 +87,7 @@ struct CapabilitiesKey {
   /// refused: why, in one line, its peer strings escaped and bounded
   /// (peer_text), ending "; read as a plain Dask peer".
   std::string refused;
+  CapabilitiesRefusal refusal;  // refused: the same, as figures
 };
 
 /// The one reader of the "capabilities" key as dask-caps peers publish it
@@ -77,8 +100,18 @@ struct CapabilitiesKey {
 /// protocol), or when it crosses the limits: more than
 /// limits.max_capability_codecs codec names, or a codec name, role or
 /// version longer than limits.max_capability_name bytes or holding a byte
-/// that is not printable ASCII. Nothing is copied before it is checked.
+/// that is not printable ASCII. Nothing is copied before it is checked, and
+/// nothing past a count or length it refuses is looked at.
+CapabilitiesKey read_capabilities(const ValueView& holder, const Limits& limits);
+
+/// The same, of a msgpack map the core decoded (through a ValueView of it).
 CapabilitiesKey read_capabilities(const msgpack::Value& holder, const Limits& limits);
+
+/// Whether read_capabilities would take `s` as a codec name, role or
+/// version: "" when it would, else why not ("holds a byte ...", "is 65
+/// bytes, more than 64 (--max-capability-name)"), with `problem` set.
+std::string capability_name_problem(const ValueView& s, const Limits& limits,
+                                    CapabilitiesRefusal* problem = nullptr);
 
 /// read_capabilities of {"capabilities": v} under the default limits:
 /// nullopt unless published.

@@ -45,6 +45,28 @@ function per operation (python/README.md has the details):
         "recode"}, "recode" being the arguments of recode() for the
         receiver, or None when nothing changes.
 
+    read_capabilities(value, *, limits=None) -> tuple
+        A peer's "capabilities" value read by the core's one reader (the
+        one of `check`, `serve` and the bridge), in place: a count or
+        length past the limits is refused before anything of the value is
+        read. (capabilities, None) with {"codecs", "max-pickle-protocol",
+        "gpu", "dask-caps", "role"}, or (None, refusal) with {"problem",
+        "member", "index", "count", "limit", "value" (the offending value,
+        not a copy), "text" (the core's line)}.
+
+    read_peer(handshake, *, limits=None) -> tuple
+        The peer of a handshake dict Dask accepted: its published key, else
+        a plain Dask peer (the codec it advertises, when within the key's
+        name bound, and its pickle protocol). (peer, refusal or None), peer
+        being {"codecs", "max-pickle-protocol", "gpu", "dask-caps", "role",
+        "published"}.
+
+    capabilities(codecs, *, max_pickle_protocol=5, gpu=False, role=None) -> dict
+        The "capabilities" value this process publishes, written by the
+        core (with this version as "dask-caps").
+
+    LIMITS       the core's default limits, by name (limits= of the above)
+
     dask_release(distributed_version) -> str
         "2022.12" or "newest": the behaviour of that release, as
         recode(dask_release=...) takes it.
@@ -61,8 +83,10 @@ The GIL is released while the core works; nothing executes a pickle.
 """
 from ._core import (  # noqa: F401
     CODECS,
+    LIMITS,
     Error,
     __version__,
+    capabilities,
     compress,
     decompress,
     deliver,
@@ -70,8 +94,10 @@ from ._core import (  # noqa: F401
     inspect,
     negotiate,
     probe,
+    read_capabilities,
+    read_peer,
     recode,
 )
 
-__all__ = ["CODECS", "Error", "__version__", "compress", "dask_release", "decompress", "deliver", "inspect",
-           "negotiate", "probe", "recode"]
+__all__ = ["CODECS", "Error", "LIMITS", "__version__", "capabilities", "compress", "dask_release", "decompress",
+           "deliver", "inspect", "negotiate", "probe", "read_capabilities", "read_peer", "recode"]

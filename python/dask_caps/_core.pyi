@@ -10,6 +10,7 @@ from typing_extensions import Buffer
 
 __version__: str
 CODECS: tuple[str, ...]
+LIMITS: dict[str, int]
 
 class Error(Exception):
     """An error of the dask-caps core: str(e) is its one-line message."""
@@ -69,6 +70,15 @@ def deliver(
     keep_layout_for_schedulers: bool = False,
 ) -> dict[str, Any]: ...
 def dask_release(distributed_version: str) -> str: ...
+def read_capabilities(
+    value: Any, *, limits: Mapping[str, int] | None = None
+) -> tuple[dict[str, Any], None] | tuple[None, dict[str, Any]]: ...
+def read_peer(
+    handshake: Mapping[str, Any], *, limits: Mapping[str, int] | None = None
+) -> tuple[dict[str, Any], dict[str, Any] | None]: ...
+def capabilities(
+    codecs: Iterable[str], *, max_pickle_protocol: int = 5, gpu: bool = False, role: str | None = None
+) -> dict[str, Any]: ...
 def inspect(frames: Iterable[Buffer], *, dis: bool = False, limits: Mapping[str, int] | None = None) -> dict[str, Any]: ...
 
 @final

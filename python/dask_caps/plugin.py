@@ -39,8 +39,10 @@ variables DASK_DASK_CAPS__RECODE=False and so on). Each connection logs one
 debug line on the logger "distributed.dask_caps". Nothing here raises out of
 Dask's comm code: where the plugin's own work fails, Dask's result is used
 and one line is logged. Nothing here executes a pickle: recoding is done by
-the core on the frames. What a peer sends is checked against the bounds
-below before it is used, and escaped before it is logged.
+the core on the frames. The "capabilities" key is read and written by the
+core alone (dask_caps.read_peer, dask_caps.capabilities), under its bounds,
+in place (a refused count or length costs one len()); what a peer sent is
+escaped before it is logged.
 
 All the plugin's state lives in one object, STATE.
 """
@@ -69,12 +71,13 @@ logger = logging.getLogger("distributed.dask_caps")
 #: The handshake key this plugin publishes (and dask-caps check and serve send).
 CAPABILITIES_KEY = "capabilities"
 
-#: Bounds on what a peer's "capabilities" key may hold (the core's capsbound
-#: applies the same): a codec name, the role and the version are at most
-#: MAX_NAME printable ASCII characters, and "codecs" names at most MAX_CODECS.
-#: A value past them makes the peer a plain peer.
-MAX_NAME = 64
-MAX_CODECS = 32
+#: The core's bounds on what a peer's "capabilities" key may hold (the
+#: defaults of its Limits; the core reads the key, dask_caps.read_peer): a
+#: codec name, the role and the version are at most MAX_NAME printable
+#: ASCII bytes, and "codecs" names at most MAX_CODECS. A value past them
+#: makes the peer a plain peer.
+MAX_NAME = dask_caps.LIMITS["max_capability_name"]
+MAX_CODECS = dask_caps.LIMITS["max_capability_codecs"]
 #: How much of a refused value one log line shows (escaped).
 SHOWN_CHARS = 40
 
@@ -254,24 +257,19 @@ def _detect_gpu() -> bool:
 def published(advertised=None, role: str | None = None) -> dict:
     """The value of the "capabilities" key this process sends, for a
     handshake advertising `advertised` as its compression, from a server of
-    `role` (None: no "role" member). Before the plugin is set up here it is
-    what the process will publish once it is (the core's codecs counted
-    where dask-caps.register-codecs will add them)."""
+    `role` (None: no "role" member), written by the core
+    (dask_caps.capabilities). Before the plugin is set up here it is what
+    the process will publish once it is (the core's codecs counted where
+    dask-caps.register-codecs will add them)."""
     if STATE.gpu is None:
         STATE.gpu = _detect_gpu()
     decodes = table_codecs()
     if not STATE.installed and _config("register-codecs"):
         decodes += [c for c in _CORE_CODECS if c not in decodes]
     preferred = [c for c in _preference_order(advertised) if c in decodes]
-    doc = {
-        "codecs": preferred + [c for c in decodes if c not in preferred],
-        "max-pickle-protocol": int(_comm_core.HIGHEST_PROTOCOL),
-        "gpu": STATE.gpu,
-        "dask-caps": dask_caps.__version__,
-    }
-    if role:
-        doc["role"] = role
-    return doc
+    return dask_caps.capabilities(preferred + [c for c in decodes if c not in preferred],
+                                  max_pickle_protocol=int(_comm_core.HIGHEST_PROTOCOL), gpu=bool(STATE.gpu),
+                                  role=role or None)
 
 
 def role_of(dask_object) -> str | None:
@@ -291,8 +289,9 @@ def role_of(dask_object) -> str | None:
 
 
 class Peer:
-    """What this side knows of the peer of one connection (every string in
-    it within the bounds: printable ASCII of at most MAX_NAME characters)."""
+    """What this side knows of the peer of one connection, as the core read
+    it (dask_caps.read_peer; every string in it within the bounds:
+    printable ASCII of at most MAX_NAME bytes)."""
 
     __slots__ = ("codecs", "max_pickle_protocol", "gpu", "version", "role", "published")
 
@@ -303,6 +302,11 @@ class Peer:
         self.version = version
         self.role = role
         self.published = published
+
+    @classmethod
+    def of(cls, doc: dict, published: bool) -> "Peer":
+        """From a dict of the module (read_peer's, read_capabilities')."""
+        return cls(doc["codecs"], doc["max-pickle-protocol"], doc["gpu"], doc["dask-caps"], doc["role"], published)
 
     def describe(self) -> str:
         if not self.published:
@@ -316,60 +320,47 @@ class Peer:
                                                         "yes" if self.gpu else "no")
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _bounded_name(v) -> bool:
-    return isinstance(v, str) and len(v) <= MAX_NAME and v.isascii() and v.isprintable()
-
-
-def _name_problem(what: str, v) -> str:
-    return "%s is not a string of at most %d printable ASCII characters: %s" % (what, MAX_NAME, shown(v))
+def refusal_text(refusal: dict) -> str:
+    """The log line's words for a refusal of the core's reader (its
+    "problem", "member", "count", "limit" and the offending "value", shown
+    escaped and cut)."""
+    problem, member = refusal["problem"], refusal["member"]
+    if problem == "not-a-map":
+        return "not a map but %s" % shown(refusal["value"])
+    if problem == "too-many-codecs":
+        return "\"codecs\" names %d codecs (at most %d)" % (refusal["count"], refusal["limit"])
+    if member == "codecs" and problem in ("not-a-list", "not-a-string"):
+        return "\"codecs\" is not a list of names"
+    if problem in ("not-printable-ascii", "too-long"):
+        what = "a codec name" if member == "codecs" else "\"%s\"" % member
+        return "%s is not a string of at most %d printable ASCII characters: %s" % (what, refusal["limit"],
+                                                                                    shown(refusal["value"]))
+    if problem == "not-a-string":
+        return "\"%s\" is not a string" % member
+    if problem == "bad-pickle-protocol":
+        return "\"max-pickle-protocol\" is not a non-negative integer"
+    if problem == "not-a-boolean":
+        return "\"gpu\" is not a boolean"
+    return shown(refusal["text"], 400)
 
 
 def read_capabilities(value):
-    """The peer's "capabilities" value as a Peer, or (None, why) when it is
-    malformed or past the bounds (MAX_CODECS names of MAX_NAME printable
-    ASCII characters; the same for "role" and "dask-caps"). `why` is
-    bounded and escaped; nothing of a refused value is kept. msgpack hands
-    lists over as tuples (use_list=False)."""
-    if not isinstance(value, dict):
-        return None, "not a map but %s" % shown(value)
-    codecs = value.get("codecs")
-    if not isinstance(codecs, (list, tuple)):
-        return None, "\"codecs\" is not a list of names"
-    if len(codecs) > MAX_CODECS:
-        return None, "\"codecs\" names %d codecs (at most %d)" % (len(codecs), MAX_CODECS)
-    for c in codecs:
-        if not isinstance(c, str):
-            return None, "\"codecs\" is not a list of names"
-        if not _bounded_name(c):
-            return None, _name_problem("a codec name", c)
-    pickle_max = value.get("max-pickle-protocol", 5)
-    if not _is_int(pickle_max) or pickle_max < 0:
-        return None, "\"max-pickle-protocol\" is not a non-negative integer"
-    gpu = value.get("gpu", None)
-    if gpu is not None and not isinstance(gpu, bool):
-        return None, "\"gpu\" is not a boolean"
-    version = value.get("dask-caps")
-    role = value.get("role")
-    if version is not None and not isinstance(version, str):
-        return None, "\"dask-caps\" is not a string"
-    if role is not None and not isinstance(role, str):
-        return None, "\"role\" is not a string"
-    if version is not None and not _bounded_name(version):
-        return None, _name_problem("\"dask-caps\"", version)
-    if role is not None and not _bounded_name(role):
-        return None, _name_problem("\"role\"", role)
-    return Peer(codecs, pickle_max, gpu, version, role, published=True), None
+    """The peer's "capabilities" value as a Peer, or (None, why) when the
+    core's reader refuses it (dask_caps.read_capabilities: malformed, or
+    past the bounds). `why` is bounded and escaped; nothing of a refused
+    value is kept, and nothing past a count or length it refuses is read."""
+    doc, refusal = dask_caps.read_capabilities(value)
+    if doc is None:
+        return None, refusal_text(refusal)
+    return Peer.of(doc, published=True), None
 
 
-def _plain_peer(remote: dict) -> Peer:
-    advertised = remote.get("compression")
-    codecs = [advertised] if _bounded_name(advertised) else []
-    protocol = remote.get("pickle-protocol")
-    return Peer(codecs, protocol if _is_int(protocol) else 5)
+def read_peer(remote: dict):
+    """(Peer, why or None) of a handshake Dask accepted: its published
+    "capabilities" key, else a plain Dask peer, as the core reads them
+    (dask_caps.read_peer); `why` says why a key was refused."""
+    doc, refusal = dask_caps.read_peer(remote)
+    return Peer.of(doc, published=doc["published"]), (refusal_text(refusal) if refusal is not None else None)
 
 
 # ---- the plan of one connection ------------------------------------------
@@ -422,12 +413,7 @@ class Plan:
 
 def make_plan(local: dict, remote: dict, dask_options: dict):
     """(codec to write with, Plan or None, Peer, problem) for one connection."""
-    problem = None
-    peer = None
-    if CAPABILITIES_KEY in remote:
-        peer, problem = read_capabilities(remote[CAPABILITIES_KEY])
-    if peer is None:
-        peer = _plain_peer(remote)
+    peer, problem = read_peer(remote)
 
     # What the peer gets is the core's decision (dask_caps.deliver, the one
     # policy of core/caps/delivery.h). This side writes what

@@ -9,6 +9,8 @@
 //   recode()      check_frames + recode_message (core/recode/engine.h) (`transcode`, per message)
 //   inspect()     inspect_message_json (core/recode/describe_json.h) (`inspect --json`)
 //   LinkChooser   the codec per connection (core/caps/link_choice.h; python/src/link_chooser.h)
+//   read_capabilities(), read_peer(), capabilities()
+//                 the "capabilities" key (core/wire/handshake.h; python/src/capabilities.h)
 //
 // Buffers come in through the buffer protocol without a copy (PyBUF_SIMPLE:
 // any C-contiguous bytes-like object) and stay exported while the core
@@ -33,12 +35,14 @@
 #include "daskcaps/recode/engine.h"
 #include "daskcaps/recode/transcode.h"
 #include "daskcaps/wire/codec.h"
+#include "python/src/capabilities.h"
 #include "python/src/delivery.h"
 #include "python/src/release.h"
 #include "daskcaps/wire/frames.h"
 #include "python/src/buffers.h"
 #include "python/src/convert.h"
 #include "python/src/errors.h"
+#include "python/src/limits.h"
 #include "python/src/link_chooser.h"
 
 namespace py = pybind11;
@@ -94,36 +98,6 @@ bool target_layout_cpu(const py::handle& value) {
   if (l == "keep") return false;
   if (l == "cpu") return true;
   raise(make_error(Errc::usage, "layout " + l + ": use \"keep\" or \"cpu\""));
-}
-
-// The limits of core/base/limits.h by their field names.
-Limits limits_argument(const py::handle& value) {
-  Limits l;
-  if (value.is_none()) return l;
-  if (!py::isinstance<py::dict>(value)) throw py::type_error("limits: a dict of limit names to ints");
-  for (auto [k, v] : py::reinterpret_borrow<py::dict>(value)) {
-    const std::string name = py::str(k);
-    if (!PyLong_Check(v.ptr()) || PyBool_Check(v.ptr()))
-      throw py::type_error("limits[" + name + "]: an int");
-    const long long n = v.cast<long long>();
-    if (n < 0) raise(make_error(Errc::usage, "limits[" + name + "]: must not be negative"));
-    const auto u = static_cast<std::uint64_t>(n);
-    const auto u32 = [&](std::uint32_t& field) {
-      if (u > 0xffffffffu) raise(make_error(Errc::usage, "limits[" + name + "]: at most 4294967295"));
-      field = static_cast<std::uint32_t>(u);
-    };
-    if (name == "max_message_bytes") l.max_message_bytes = u;
-    else if (name == "max_frames") l.max_frames = u;
-    else if (name == "max_decompressed_bytes") l.max_decompressed_bytes = u;
-    else if (name == "max_msgpack_depth") u32(l.max_msgpack_depth);
-    else if (name == "max_msgpack_container") l.max_msgpack_container = u;
-    else if (name == "max_pickle_depth") u32(l.max_pickle_depth);
-    else if (name == "max_pickle_memo") l.max_pickle_memo = u;
-    else if (name == "max_pickle_stack") l.max_pickle_stack = u;
-    else if (name == "max_pickle_output_bytes") l.max_pickle_output_bytes = u;
-    else raise(make_error(Errc::usage, "limits: no limit named " + name));
-  }
-  return l;
 }
 
 // ---- the functions ------------------------------------------------------
@@ -312,6 +286,7 @@ PYBIND11_MODULE(_core, m) {
         arg("limits") = py::none(),
         "One Dask message (its frames) recoded as `dask-caps transcode` recodes it; returns its frames.");
   register_delivery(m);
+  register_capabilities(m);
   m.def("inspect", &python::inspect, arg("frames"), py::kw_only(), arg("dis") = false,
         arg("limits") = py::none(), "What `dask-caps inspect --json` says of one message, as a dict.");
 }

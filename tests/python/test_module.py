@@ -351,6 +351,93 @@ class Deliver(unittest.TestCase):
         self.assertEqual(dask_caps.dask_release("not a version"), "2022.12")
 
 
+class CapabilitiesKey(unittest.TestCase):
+    """read_capabilities, read_peer and capabilities: the "capabilities" key
+    read and written by the core's one reader and writer (the words of
+    `check`, `serve` and the bridge), of the Python values Dask decoded."""
+
+    PLAIN = "; read as a plain Dask peer"
+
+    def test_published(self):
+        caps, refusal = dask_caps.read_capabilities({"codecs": ("lz4", "zstd"), "gpu": True, "role": "worker",
+                                                     "other": object()})
+        self.assertIsNone(refusal)
+        self.assertEqual(caps, {"codecs": ["lz4", "zstd"], "max-pickle-protocol": 5, "gpu": True,
+                                "dask-caps": None, "role": "worker"})
+        name64 = "c" * 64
+        caps, _ = dask_caps.read_capabilities({"codecs": [name64] * 32, "dask-caps": name64})
+        self.assertEqual(len(caps["codecs"]), 32)
+
+    def test_refused_with_the_cores_words_and_figures(self):
+        _, r = dask_caps.read_capabilities({"codecs": ["lz4"] * 33})
+        self.assertEqual(r["text"], "its \"capabilities\" handshake key is refused: \"codecs\" lists 33 names, "
+                                    "more than 32 (--max-capability-codecs)" + self.PLAIN)
+        self.assertEqual((r["problem"], r["member"], r["count"], r["limit"], r["value"]),
+                         ("too-many-codecs", "codecs", 33, 32, None))
+        # The count before any name: 33 names that are not strings are too many.
+        self.assertEqual(dask_caps.read_capabilities({"codecs": [object()] * 33})[1]["problem"], "too-many-codecs")
+        name = "lz\u00e9" + "x" * 100  # 104 bytes in UTF-8
+        _, r = dask_caps.read_capabilities({"codecs": ["lz4", name]})
+        self.assertEqual((r["problem"], r["member"], r["index"]), ("not-printable-ascii", "codecs", 1))
+        self.assertIs(r["value"], name)
+        self.assertEqual(r["text"], "its \"capabilities\" handshake key is refused: codec name 1 holds a byte that "
+                                    "is not printable ASCII: \"lz\u00e9" + "x" * 60 + "...(+40 bytes)\"" + self.PLAIN)
+        _, r = dask_caps.read_capabilities({"codecs": [], "role": "r" * (10 << 20)})
+        self.assertEqual((r["problem"], r["member"], r["count"], r["limit"]), ("too-long", "role", 10 << 20, 64))
+        self.assertIn("\"role\" is 10485760 bytes, more than 64 (--max-capability-name)", r["text"])
+        _, r = dask_caps.read_capabilities([1, 2])
+        self.assertEqual((r["problem"], r["value"]), ("not-a-map", [1, 2]))
+        self.assertIn("a Python list, not a map", r["text"])
+        for bad, problem, member in [({"codecs": "lz4"}, "not-a-list", "codecs"),
+                                     ({"codecs": [b"lz4"]}, "not-a-string", "codecs"),
+                                     ({"codecs": [], "gpu": None}, "not-a-boolean", "gpu"),
+                                     ({"codecs": [], "gpu": 1}, "not-a-boolean", "gpu"),
+                                     ({"codecs": [], "max-pickle-protocol": True}, "bad-pickle-protocol",
+                                      "max-pickle-protocol"),
+                                     ({"codecs": [], "max-pickle-protocol": 2 ** 80}, "bad-pickle-protocol",
+                                      "max-pickle-protocol"),
+                                     ({"codecs": [], "dask-caps": 3}, "not-a-string", "dask-caps")]:
+            with self.subTest(bad=bad):
+                caps, r = dask_caps.read_capabilities(bad)
+                self.assertIsNone(caps)
+                self.assertEqual((r["problem"], r["member"]), (problem, member))
+
+    def test_the_limits_are_the_callers(self):
+        self.assertEqual((dask_caps.LIMITS["max_capability_codecs"], dask_caps.LIMITS["max_capability_name"]), (32, 64))
+        _, r = dask_caps.read_capabilities({"codecs": ["lz4", "zstd"]}, limits={"max_capability_codecs": 1})
+        self.assertEqual(r["limit"], 1)
+        caps, _ = dask_caps.read_capabilities({"codecs": ["c" * 100]}, limits={"max_capability_name": 100})
+        self.assertEqual(caps["codecs"], ["c" * 100])
+
+    def test_read_peer(self):
+        peer, r = dask_caps.read_peer({"compression": "lz4", "pickle-protocol": 4})
+        self.assertIsNone(r)
+        self.assertEqual(peer, {"codecs": ["lz4"], "max-pickle-protocol": 4, "gpu": None, "dask-caps": None,
+                                "role": None, "published": False})
+        for compression in (None, False, "c" * 65, "lz4\n"):
+            with self.subTest(compression=compression):
+                self.assertEqual(dask_caps.read_peer({"compression": compression, "pickle-protocol": 5})[0]["codecs"],
+                                 [])
+        peer, r = dask_caps.read_peer({"compression": "lz4", "pickle-protocol": 5,
+                                       "capabilities": {"codecs": ["zstd"], "role": "worker", "dask-caps": "0.1.0"}})
+        self.assertEqual(peer, {"codecs": ["zstd"], "max-pickle-protocol": 5, "gpu": False, "dask-caps": "0.1.0",
+                                "role": "worker", "published": True})
+        peer, r = dask_caps.read_peer({"compression": "lz4", "pickle-protocol": 5,
+                                       "capabilities": {"codecs": ["c%d" % i for i in range(1000)]}})
+        self.assertEqual((peer["codecs"], peer["published"], r["problem"]), (["lz4"], False, "too-many-codecs"))
+
+    def test_capabilities_are_written_by_the_core(self):
+        doc = dask_caps.capabilities(["lz4", "zstd"], max_pickle_protocol=4, gpu=False, role="worker")
+        self.assertEqual(list(doc.items()), [("codecs", ["lz4", "zstd"]), ("max-pickle-protocol", 4), ("gpu", False),
+                                             ("dask-caps", dask_caps.__version__), ("role", "worker")])
+        self.assertNotIn("role", dask_caps.capabilities([]))
+        # What it publishes, its readers take.
+        self.assertEqual(dask_caps.read_capabilities(doc)[0]["codecs"], ["lz4", "zstd"])
+        with self.assertRaises(dask_caps.Error) as e:
+            dask_caps.capabilities(["lz4\n"])
+        self.assertEqual(e.exception.kind, "usage")
+
+
 class Probe(unittest.TestCase):
     def test_same_as_the_command(self):
         if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3"):

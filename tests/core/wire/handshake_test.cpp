@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <memory>
 #include <string>
 
 using namespace daskcaps;
@@ -121,4 +123,130 @@ TEST_CASE("handshake_from_peer: a refused key is taken out of the handshake, not
   REQUIRE(ok);
   CHECK(ok->raw.find("capabilities") != nullptr);
   CHECK(ok->capabilities_refused.empty());
+}
+
+namespace {
+
+/// A view of a value that is not there: a list that says it has `count`
+/// names, or a string that says it has `size` bytes (all 'x', or a newline
+/// at `bad`), recording what the reader asks of it.
+struct Asked {
+  std::uint64_t items = 0;       // item() calls
+  std::uint64_t head_bytes = 0;  // the most head() was asked for
+};
+
+class Lazy final : public ValueView {
+ public:
+  enum class What : std::uint8_t { key, list, name };
+  Lazy(What what, std::uint64_t n, Asked& asked, std::uint64_t bad = ~std::uint64_t{0})
+      : what_(what), n_(n), bad_(bad), asked_(asked) {}
+
+  Kind kind() const override { return what_ == What::key ? Kind::map : what_ == What::list ? Kind::list : Kind::string; }
+  std::string type_text() const override { return "a lazy value"; }
+  bool boolean() const override { return false; }
+  std::optional<std::int64_t> integer() const override { return std::nullopt; }
+  std::uint64_t size() const override { return what_ == What::key ? 1 : n_; }
+  std::uint64_t printable_ascii_prefix() const override { return what_ == What::name ? std::min(bad_, n_) : 0; }
+  std::string_view head(std::uint64_t n) const override {
+    asked_.head_bytes = std::max(asked_.head_bytes, n);
+    text_.assign(static_cast<std::size_t>(std::min(n, n_)), 'x');
+    if (bad_ < text_.size()) text_[static_cast<std::size_t>(bad_)] = '\n';
+    return text_;
+  }
+  std::unique_ptr<ValueView> item(std::uint64_t i) const override {
+    ++asked_.items;
+    if (what_ != What::list || i >= n_) return nullptr;
+    return std::make_unique<Lazy>(What::name, 3, asked_);
+  }
+  std::unique_ptr<ValueView> member(std::string_view key) const override {
+    if (what_ != What::key || key != "codecs") return nullptr;
+    return std::make_unique<Lazy>(What::list, n_, asked_);
+  }
+
+ private:
+  What what_;
+  std::uint64_t n_, bad_;
+  Asked& asked_;
+  mutable std::string text_;
+};
+
+/// A holder {"capabilities": key}.
+class Holder final : public ValueView {
+ public:
+  explicit Holder(std::unique_ptr<ValueView> key) : key_(std::move(key)) {}
+  Kind kind() const override { return Kind::map; }
+  std::string type_text() const override { return "a holder"; }
+  bool boolean() const override { return false; }
+  std::optional<std::int64_t> integer() const override { return std::nullopt; }
+  std::uint64_t size() const override { return 1; }
+  std::uint64_t printable_ascii_prefix() const override { return 0; }
+  std::string_view head(std::uint64_t) const override { return {}; }
+  std::unique_ptr<ValueView> item(std::uint64_t) const override { return nullptr; }
+  std::unique_ptr<ValueView> member(std::string_view key) const override {
+    if (key != "capabilities" || !key_) return nullptr;
+    auto k = std::move(key_);  // handed out once, as the reader asks once
+    return k;
+  }
+
+ private:
+  mutable std::unique_ptr<ValueView> key_;
+};
+
+}  // namespace
+
+TEST_CASE("read_capabilities through a view: nothing past a refused count or length is read") {
+  Asked asked;
+  SUBCASE("a million names: the count alone") {
+    const auto k = read_capabilities(Holder(std::make_unique<Lazy>(Lazy::What::key, 1'000'000, asked)), Limits{});
+    REQUIRE(k.state == CapabilitiesKey::State::refused);
+    CHECK(asked.items == 0);
+    CHECK(k.refusal.problem == CapabilitiesRefusal::Problem::too_many_codecs);
+    CHECK(k.refusal.member == "codecs");
+    CHECK(k.refusal.count == 1'000'000);
+    CHECK(k.refusal.limit == 32);
+    CHECK(k.refused == "its \"capabilities\" handshake key is refused: \"codecs\" lists 1000000 names, more than 32 "
+                       "(--max-capability-codecs); read as a plain Dask peer");
+  }
+  SUBCASE("32 names are read, and copied") {
+    const auto k = read_capabilities(Holder(std::make_unique<Lazy>(Lazy::What::key, 32, asked)), Limits{});
+    REQUIRE(k.state == CapabilitiesKey::State::published);
+    CHECK(asked.items == 32);
+    CHECK(k.capabilities.codecs == std::vector<std::string>(32, "xxx"));
+  }
+  SUBCASE("a 50 MiB name: its length alone; a bad byte: the bytes shown alone") {
+    const Lazy name(Lazy::What::name, std::uint64_t{50} << 20, asked);
+    CapabilitiesRefusal r;
+    CHECK(capability_name_problem(name, Limits{}, &r) == "is 52428800 bytes, more than 64 (--max-capability-name)");
+    CHECK(asked.head_bytes == 0);
+    CHECK(r.problem == CapabilitiesRefusal::Problem::too_long);
+    CHECK(r.count == 52428800);
+    const Lazy forged(Lazy::What::name, std::uint64_t{50} << 20, asked, 3);
+    CHECK(capability_name_problem(forged, Limits{}, &r) ==
+          "holds a byte that is not printable ASCII: \"xxx\\n" + std::string(60, 'x') + "...(+52428736 bytes)\"");
+    CHECK(asked.head_bytes == 64);
+    CHECK(r.problem == CapabilitiesRefusal::Problem::not_printable_ascii);
+  }
+}
+
+TEST_CASE("read_capabilities: a refusal's figures say where, for a caller's own words") {
+  Value k = key_with({"lz4", "zstd\t"});
+  auto r = read(k).refusal;
+  CHECK(r.problem == CapabilitiesRefusal::Problem::not_printable_ascii);
+  CHECK(r.member == "codecs");
+  CHECK(r.index == 1);
+  k = key_with({"lz4"}, std::string(65, 'r'));
+  r = read(k).refusal;
+  CHECK(r.problem == CapabilitiesRefusal::Problem::too_long);
+  CHECK(r.member == "role");
+  CHECK(!r.index);
+  CHECK(r.count == 65);
+  CHECK(read(Value::integer(3)).refusal.problem == CapabilitiesRefusal::Problem::not_a_map);
+  CHECK(read(Value::integer(3)).refused ==
+        "its \"capabilities\" handshake key is refused: a msgpack int, not a map; read as a plain Dask peer");
+  k = key_with({"lz4"});
+  k.set("max-pickle-protocol", Value::integer(-1));
+  CHECK(read(k).refusal.problem == CapabilitiesRefusal::Problem::bad_pickle_protocol);
+  k = key_with({"lz4"});
+  k.set("gpu", Value::nil());
+  CHECK(read(k).refusal.problem == CapabilitiesRefusal::Problem::not_a_boolean);
 }
