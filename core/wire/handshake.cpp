@@ -3,7 +3,7 @@
 #include <memory>
 #include <utility>
 
-#include "daskcaps/wire/msgpack_view.h"
+#include "core/wire/internal/msgpack_view.h"
 #include "daskcaps/base/peer_text.h"
 
 namespace daskcaps {

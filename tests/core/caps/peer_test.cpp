@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "daskcaps/wire/msgpack_view.h"
+#include "core/wire/internal/msgpack_view.h"
 
 using namespace daskcaps;
 using msgpack::Value;

@@ -1,4 +1,4 @@
-#include "daskcaps/wire/msgpack_view.h"
+#include "core/wire/internal/msgpack_view.h"
 
 #include <algorithm>
 
