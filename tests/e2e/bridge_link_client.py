@@ -1,7 +1,7 @@
 """The inside of test_bridge_link.py, run in that test's network namespace
 by one Dask's interpreter: a scheduler (127.0.0.2) and a worker (127.0.0.3)
 that send raw (distributed.comm.compression False), `dask-caps bridge`
-listening on 127.0.0.4:PORT in front of them, and a client through the
+listening on LISTEN (HOST:PORT) in front of them, and a client through the
 bridge that reads lz4 (it names lz4 in its handshake; the bridge answers it
 with the cluster's False, so it writes raw).
 
@@ -14,7 +14,7 @@ bridge with SIGTERM and prints one JSON line: per phase whether everything
 arrived equal and the codecs its large frames came in, and the bridge's
 output lines.
 
-Usage: PYTHON bridge_link_client.py PYTHON DASK_CAPS PORT COUNT [BRIDGE FLAGS...]
+Usage: PYTHON bridge_link_client.py PYTHON DASK_CAPS LISTEN COUNT [BRIDGE FLAGS...]
 """
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def take_seen() -> list:
 
 
 def main() -> int:
-    python, dask_caps, port, count = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    python, dask_caps, listen, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     flags = sys.argv[5:]
     record_codecs()
     from distributed import Client
@@ -89,14 +89,14 @@ def main() -> int:
         sched = cluster.start_scheduler(env=upstream_env, host="127.0.0.2")
         cluster.start_worker(sched, "w1", env=upstream_env, host="127.0.0.3")
         cluster.wait_for_workers(sched, 1)
-        bridge = subprocess.Popen([dask_caps, "bridge", "--listen", f"tcp://127.0.0.4:{port}", "--upstream",
+        bridge = subprocess.Popen([dask_caps, "bridge", "--listen", f"tcp://{listen}", "--upstream",
                                    sched.address, *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   text=True, start_new_session=True)
         try:
             first = bridge.stdout.readline()
             if not first.startswith("listening on "):
                 raise RuntimeError(f"the bridge did not start: {first!r}")
-            with Client(f"tcp://127.0.0.4:{port}", timeout=60) as client:
+            with Client(f"tcp://{listen}", timeout=60) as client:
                 take_seen()
                 for phase, make in (("compressible", floats), ("random", randbytes),
                                     ("compressible-again", floats)):
