@@ -1,5 +1,6 @@
 // dask-caps bridge --listen ADDR --upstream ADDR [--codec C] [--pickle-protocol N]
 //   [--layout keep|cpu] [--for PROBE] [--capture FILE.pcapng] [--stats-interval S]
+//   [--link-choice on|off] [--pin-codec CODEC]
 //   [--listen-cert F --listen-key F [--listen-ca-file F]] [--tls-ca-file F --tls-cert F --tls-key F]
 //
 // Runs core/bridge/bridge.h on one event loop until SIGINT/SIGTERM, then
@@ -25,6 +26,7 @@
 #include "daskcaps/bridge/bridge.h"
 #include "daskcaps/caps/delivery.h"
 #include "daskcaps/caps/endpoint.h"
+#include "daskcaps/caps/link_choice.h"
 #include "daskcaps/net/loop.h"
 #include "daskcaps/net/tls.h"
 #include "daskcaps/formats/capture_queue.h"
@@ -52,6 +54,8 @@ struct BridgeArgs {
   std::size_t capture_queue_bytes = std::size_t{256} << 20;
   int zstd_level = 3;
   std::string dask_release = "2022.12";
+  std::string link_choice = "on";
+  std::string pin_codec;
   net::TlsServerOptions listen_tls;
   net::TlsOptions upstream_tls;
   Limits limits;
@@ -77,7 +81,8 @@ std::string stats_line(const bridge::BridgeStats& s) {
   return "stats: connections " + std::to_string(s.connections) + " (" + std::to_string(s.open) + " open); " +
          side(Leg::client, "client side") + "; " + side(Leg::upstream, "upstream side") + "; passed " +
          std::to_string(s.passed) + ", recoded " + std::to_string(s.recoded) + " (frames recompressed " +
-         std::to_string(s.frames_recompressed) + ", pickles recoded " + std::to_string(s.pickles_recoded) +
+         std::to_string(s.frames_recompressed) + " (by link " + std::to_string(s.frames_link_coded) +
+         "), pickles recoded " + std::to_string(s.pickles_recoded) +
          ", buffers inlined " + std::to_string(s.buffers_inlined) + ", arrays converted " +
          std::to_string(s.arrays_converted) + "); cut through " + std::to_string(s.cut_through) + "; errors " +
          std::to_string(s.errors);
@@ -207,6 +212,16 @@ int run_bridge(BridgeArgs a) {
   o.recode.limits = a.limits;
   o.recode.compress.zstd_level = a.zstd_level;
   o.recode.rules = DaskRelease::from_name(a.dask_release).value_or(DaskRelease{}).maybe_compress_rules();
+  o.link_choice = a.link_choice == "on";
+  if (!a.pin_codec.empty()) {
+    auto pin = link::parse_choice(a.pin_codec);
+    if (!pin || pin->codec == Codec::none)
+      return report_error("--pin-codec", make_error(Errc::usage, a.pin_codec + ": not a codec this build writes "
+                                                                 "(lz4, snappy, zstd, zstd-N, zlib)"));
+    if (!o.link_choice)
+      return report_error("--pin-codec", make_error(Errc::usage, "--pin-codec needs --link-choice on"));
+    o.pin_codec = *pin;
+  }
   o.engine.threads = a.threads;
   o.engine.max_inflight_bytes = a.max_inflight_bytes;
   o.max_output_bytes = a.max_output_bytes;
@@ -319,6 +334,12 @@ void add_bridge(CLI::App& app, int& exit_code) {
   cmd->add_option("--dask-release", a->dask_release,
                   "compression rule of this release: 2022.12 (ratio 0.9) or newest (0.7)")
       ->check(CLI::IsMember({"2022.12", "newest"}))->capture_default_str();
+  cmd->add_option("--link-choice", a->link_choice,
+                  "on: each leg compresses the raw frames it writes when its measured link is slow enough")
+      ->check(CLI::IsMember({"on", "off"}))->capture_default_str();
+  cmd->add_option("--pin-codec", a->pin_codec,
+                  "with --link-choice on: this codec (lz4, zstd, zstd-N, ...) for every raw frame Dask would "
+                  "compress, on legs whose receiver reads it");
   cmd->add_option("--listen-cert", a->listen_tls.cert_file, "certificate of a tls:// listener (PEM)");
   cmd->add_option("--listen-key", a->listen_tls.key_file, "private key of --listen-cert (PEM)");
   cmd->add_option("--listen-ca-file", a->listen_tls.ca_file, "CA that client certificates must be signed by");

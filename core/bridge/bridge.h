@@ -30,6 +30,22 @@
 //   framings are read (2022.12's full first length, 2023.11+'s short one);
 //   the full length is always written.
 //
+// Codec per leg (BridgeOptions::link_choice; core/caps/link_policy.h,
+// docs/link-choice.md): each direction the bridge writes, to the client and
+// to the upstream, has its own LinkChooser. Its receiver codecs are what
+// that receiver reads as it arrives (Delivery::accept: a plain Dask peer's
+// advertised codec, or its published ones); its peer is on the same host
+// when it has the bridge's IP on that leg (then none, Dask's rule). The
+// leg's socket is observed (TCP_INFO) after each large write and when its
+// queue drains; each raw frame the codecs above leave raw is then written
+// in the chooser's codec (Dask names each frame's codec in its sub-header,
+// so a plain peer reads any codec it has), or raw. Frames already in a
+// codec the receiver reads, and frames decoded for it, are not touched.
+// While the link is unknown (no figures yet, or none: another OS), the
+// bytes are today's exactly. While a leg's link may compress, its large
+// messages are recoded whole instead of cut through. Each change of a leg's
+// choice is logged, one line.
+//
 // Flow control: a side is read only while the engine takes its messages
 // (its byte bound) and the other side's output queue is not full
 // (net::Connection::output_full()); a slow receiver thus slows its sender.
@@ -68,6 +84,7 @@
 
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/result.h"
+#include "daskcaps/caps/link_choice.h"
 #include "daskcaps/net/address.h"
 #include "daskcaps/net/connection.h"
 #include "daskcaps/net/loop.h"
@@ -89,8 +106,17 @@ struct BridgeOptions {
   bool layout_cpu = false;
   bool keep_unconvertible = false;
   /// Limits, compression rules, zstd level and shard size for both
-  /// directions (its codec/protocol/layout fields are ignored).
+  /// directions (its codec/protocol/layout/frame_codec fields are ignored).
   TranscodeOptions recode;
+  /// The codec per link (see above, "Codec per leg"): each leg compresses
+  /// the raw frames it would write raw when its measured link is slow
+  /// enough for a codec its receiver reads to deliver them sooner. false:
+  /// the codecs above alone.
+  bool link_choice = true;
+  /// With link_choice: this codec for every raw frame Dask would compress,
+  /// on each leg whose receiver reads it (a leg whose receiver does not gets
+  /// no codec per link, with one log line). Not on a same-host leg.
+  std::optional<link::CodecChoice> pin_codec;
   EngineOptions engine;
   /// Messages up to this size are recoded on the loop thread (no hand-off).
   std::uint64_t inline_bytes = std::uint64_t{64} << 10;
@@ -122,6 +148,7 @@ struct BridgeStats {
   std::uint64_t recoded = 0;           // messages that changed
   std::uint64_t cut_through = 0;       // of those two, messages forwarded as they arrived
   std::uint64_t frames_recompressed = 0;
+  std::uint64_t frames_link_coded = 0;  // of those, raw frames compressed by a leg's codec per link
   std::uint64_t pickles_recoded = 0;
   std::uint64_t buffers_inlined = 0;
   std::uint64_t arrays_converted = 0;

@@ -101,6 +101,25 @@ std::string choice_name(const CodecChoice& c) {
   return name;
 }
 
+std::optional<CodecChoice> parse_choice(std::string_view text) {
+  std::string_view name = text;
+  int level = 0;
+  if (const auto dash = text.find('-'); dash != std::string_view::npos) {
+    name = text.substr(0, dash);
+    const std::string_view digits = text.substr(dash + 1);
+    if (name != "zstd" || digits.empty() || digits.size() > 2 ||
+        digits.find_first_not_of("0123456789") != std::string_view::npos)
+      return std::nullopt;
+    for (char d : digits) level = level * 10 + (d - '0');
+    if (level < 1 || level > 22) return std::nullopt;
+  }
+  // Only the names choice_name() writes ("none", not "", "false", "null").
+  if (name == codec_name(Codec::none)) return CodecChoice{Codec::none, 0};
+  for (Codec c : kAllCodecs)
+    if (codec_name(c) == name) return CodecChoice{c, level};
+  return std::nullopt;
+}
+
 CodecSpeed calibrated_speed(const CodecChoice& c) {
   if (c.codec == Codec::none) return {kInfinite, kInfinite};
   static std::mutex mutex;
@@ -246,6 +265,20 @@ LinkChooser::Verdict LinkChooser::judge(ByteSpan frame, double rate) const {
     }
   }
   return v;
+}
+
+bool LinkChooser::may_code() const {
+  if (options_.same_host) return false;
+  if (options_.pin) return options_.pin->codec != Codec::none;
+  const auto r = rate();
+  if (!r) return false;
+  // T(c) at a ratio of 0 against T(none): linear in the frame's size, so
+  // any size answers for all.
+  const std::uint64_t n = options_.vote_bytes > 0 ? options_.vote_bytes : 1;
+  const double none_seconds = delivery_seconds({}, n, 1.0, *r);
+  for (const CodecChoice& c : candidates_)
+    if (c.codec != Codec::none && delivery_seconds(c, n, 0.0, *r) < none_seconds) return true;
+  return false;
 }
 
 std::optional<CodecChoice> LinkChooser::choose(ByteSpan frame) {

@@ -65,6 +65,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -85,6 +86,10 @@ struct CodecChoice {
 
 /// "none", "lz4", "zstd-1", ...
 std::string choice_name(const CodecChoice& c);
+/// choice_name() read back: a codec of this build's names, or "zstd-N"
+/// (N 1 to 22); "zstd" is level 0 (the writer's own level). nullopt for
+/// anything else.
+std::optional<CodecChoice> parse_choice(std::string_view text);
 
 /// Bytes per second of raw input, compressing and decompressing.
 struct CodecSpeed {
@@ -166,6 +171,11 @@ class LinkChooser {
 
   /// The codec for this frame (see the rules above).
   std::optional<CodecChoice> choose(ByteSpan frame);
+  /// Whether choose() could name a codec other than none now, without a
+  /// frame: a pin (not on the same host), or a known rate at which some
+  /// candidate beats none at a sample ratio of 0 (rule 3). False: every
+  /// frame goes as the caller would send it anyway (raw, or unknown).
+  bool may_code() const;
   /// The connection's current choice; nullopt before the first.
   const std::optional<CodecChoice>& current() const { return current_; }
   /// Whether the last choose() changed the connection's choice.

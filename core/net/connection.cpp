@@ -105,6 +105,13 @@ int Connection::fd() const {
   return connecting_.fd();
 }
 
+std::optional<LinkFigures> Connection::link_figures() const {
+  if (!stream_ || stage_ == Stage::closed) return std::nullopt;
+  const int f = stream_->fd();
+  if (f < 0) return std::nullopt;
+  return read_link_figures(f);
+}
+
 std::string Connection::peer_ip() const { return stream_ ? stream_->peer_ip() : std::string(); }
 std::string Connection::local_ip() const { return stream_ ? stream_->local_ip() : std::string(); }
 

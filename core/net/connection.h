@@ -77,6 +77,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -84,6 +85,7 @@
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/result.h"
 #include "daskcaps/net/address.h"
+#include "daskcaps/net/link_figures.h"
 #include "daskcaps/net/loop.h"
 #include "daskcaps/net/socket.h"
 
@@ -168,6 +170,10 @@ class Connection {
   const std::string& peer() const { return peer_; }
   std::string peer_ip() const;
   std::string local_ip() const;
+  /// TCP_INFO of its socket (core/net/link_figures.h, TLS too: the socket
+  /// under it); nullopt before it is connected, after it closed, or where
+  /// the socket gives none.
+  std::optional<LinkFigures> link_figures() const;
   std::uint64_t bytes_read() const { return bytes_read_; }
   std::uint64_t bytes_written() const { return bytes_written_; }
   /// Hands the callbacks to another handler (a proxy pairing two sides).

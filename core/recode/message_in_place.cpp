@@ -70,8 +70,10 @@ Result<std::uint64_t> copy_frame(const Message& message, std::size_t index, Mess
 
 }  // namespace
 
-bool in_place_applies(const Message& message, const TranscodeOptions&) {
+bool in_place_applies(const Message& message, const TranscodeOptions& options) {
   if (message.is_handshake()) return false;
+  // A codec per frame from the link is transcode_message()'s alone.
+  if (options.frame_codec) return false;
   // Frames no object claims are written after the objects' frames: only
   // where they already are there (Dask sends none; a loose frame before an
   // object would move).

@@ -25,6 +25,7 @@ TranscodeReport& TranscodeReport::operator+=(const TranscodeReport& o) {
   pickles_recoded += o.pickles_recoded;
   buffers_inlined += o.buffers_inlined;
   arrays_converted += o.arrays_converted;
+  frames_link_coded += o.frames_link_coded;
   unconvertible.insert(unconvertible.end(), o.unconvertible.begin(), o.unconvertible.end());
   bytes_in += o.bytes_in;
   bytes_out += o.bytes_out;
@@ -369,7 +370,7 @@ class ObjectRecoder {
       if (!codec) return std::move(codec).error();
       return resplit(obj, merged, *codec);
     }
-    if (opt_.codec) return recompress(obj, *codecs, *opt_.codec);
+    if (opt_.codec || opt_.frame_codec) return recompress(obj, *codecs, opt_.codec);
     return {};
   }
 
@@ -451,16 +452,50 @@ class ObjectRecoder {
     return !size || *size >= opt_.stream_frame_bytes;
   }
 
+  // A raw frame the codec rule keeps raw, compressed in the codec the
+  // link chose for it (TranscodeOptions::frame_codec,
+  // core/recode/frame_codec.h) under Dask's maybe_compress rule; nullopt:
+  // it stays as it came (no policy, no choice, none, or it does not shrink
+  // enough).
+  Result<std::optional<std::pair<Bytes, CompressionValue>>> link_code(const CompressionValue& entry,
+                                                                     const Bytes& frame) {
+    using Coded = std::optional<std::pair<Bytes, CompressionValue>>;
+    if (!opt_.frame_codec || entry.kind != CompressionValue::Kind::nil) return Coded{};
+    if (frame.size() < opt_.rules.min_size || frame.size() > opt_.rules.max_size) return Coded{};
+    const std::optional<FrameCodec> choice = opt_.frame_codec->choose(frame.span());
+    if (!choice || choice->codec == Codec::none) return Coded{};
+    CompressOptions how = opt_.compress;
+    if (choice->codec == Codec::zstd && choice->zstd_level > 0) how.zstd_level = choice->zstd_level;
+    auto mc = maybe_compress(choice->codec, frame.span(), opt_.rules, how);
+    if (!mc) return std::move(mc).error();
+    if (!mc->compressed) return Coded{};
+    ++rep_.frames_recompressed;
+    ++rep_.frames_link_coded;
+    return Coded{std::pair<Bytes, CompressionValue>{Bytes(std::move(mc->data)),
+                                                    CompressionValue::named(std::string(codec_name(choice->codec)))}};
+  }
+
   // Same shards, new codec. A raw frame that stays raw (small or
   // incompressible, Dask's rule) is no change: the header keeps its
   // "compression" list, or its lack of one.
-  Status recompress(SubObject& obj, std::vector<CompressionValue> codecs, Codec target) {
+  // Without a target (frame_codec alone), every frame keeps its codec.
+  Status recompress(SubObject& obj, std::vector<CompressionValue> codecs, std::optional<Codec> target_codec) {
     bool any = false;
     for (std::size_t i = 0; i < obj.frames.size(); ++i) {
       const CompressionValue& entry = codecs[i];
-      auto action = frame_recode_for(entry, target, opt_);
+      auto action = target_codec ? frame_recode_for(entry, *target_codec, opt_) : Result<FrameRecode>(FrameRecode::keep);
       if (!action) return std::move(action).error().add_context(obj.frame_label(i));
-      if (*action == FrameRecode::keep) continue;
+      if (*action == FrameRecode::keep) {
+        auto coded = link_code(entry, obj.frames[i]);
+        if (!coded) return std::move(coded).error().add_context(obj.frame_label(i));
+        if (!*coded) continue;
+        obj.frames[i] = std::move((*coded)->first);
+        codecs[i] = std::move((*coded)->second);
+        changed_ = true;
+        any = true;
+        continue;
+      }
+      const Codec target = *target_codec;  // recode: there is a target
       if (streams(entry, obj.frames[i], target)) {
         PagedFrameInput input(obj.frames[i].span(), inside_storage(obj.frames[i]) ? storage_ : nullptr);
         BufferFrameSink sink;

@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "daskcaps/recode/frame_codec.h"
 #include "daskcaps/wire/codec.h"
 #include "daskcaps/wire/compression_value.h"
 #include "daskcaps/base/limits.h"
@@ -69,10 +70,16 @@ struct TranscodeOptions {
   /// same bytes come out. The maximum: every frame whole.
   std::uint64_t stream_frame_bytes = std::uint64_t{1} << 20;
   Limits limits;
+  /// The codec of each raw frame that the rules above keep raw (every raw
+  /// frame without `codec`), decided per frame by the link it goes out on
+  /// (core/recode/frame_codec.h; the bridge's legs). Null: kept raw.
+  /// transcode_message() asks it; transcode_message_in_place() does not
+  /// apply while one is set (in_place_applies()).
+  std::shared_ptr<FrameCodecPolicy> frame_codec;
 
   /// True when the options change nothing (every frame passes through).
   bool is_identity() const {
-    return !codec && !pickle_protocol && !inline_buffers && !layout_cpu;
+    return !codec && !pickle_protocol && !inline_buffers && !layout_cpu && !frame_codec;
   }
 };
 
@@ -96,6 +103,8 @@ struct TranscodeReport {
   std::size_t pickles_recoded = 0;
   std::size_t buffers_inlined = 0;
   std::size_t arrays_converted = 0;
+  /// Of frames_recompressed, raw frames compressed by frame_codec's choice.
+  std::size_t frames_link_coded = 0;
   std::vector<std::string> unconvertible;  // "data: rmm.DeviceBuffer: <reason>"
   std::uint64_t bytes_in = 0;
   std::uint64_t bytes_out = 0;

@@ -45,6 +45,7 @@ std::string plan_text(const TranscodeOptions& t) {
   std::string out = "codec " + std::string(codec_name(t.codec.value_or(Codec::none)));
   out += ", pickle " + (t.pickle_protocol ? std::to_string(*t.pickle_protocol) : std::string("as sent"));
   if (t.layout_cpu) out += ", layout cpu";
+  if (t.frame_codec) out += ", codec per link";
   return out;
 }
 
@@ -122,6 +123,9 @@ void Session::Side::on_read_eof(net::Connection&) {
 }
 
 void Session::Side::on_drained(net::Connection&) {
+  // The queue ran empty while the link carried its tail: a sample the
+  // bridge did not limit, if the kernel has one.
+  session.observe_link(*this, ~std::uint64_t{0});
   Side& sender = session.other(*this);
   if (sender.cut_rest)
     session.process(sender);  // a message cut through waited for room here
@@ -355,6 +359,7 @@ void Session::send_pieces(Side& to, std::vector<Bytes>& pieces, bool message_sta
   }
   pieces.clear();
   bridge_.stats_.bytes[static_cast<int>(to.leg)][static_cast<int>(Flow::from_bridge)] += size;
+  observe_link(to, size);
 }
 
 bool Session::submit(Side& s, RecodeEngine::Input& in) {
@@ -448,13 +453,20 @@ void Session::open_streams() {
   RecodeEngine::StreamOptions to_client;
   to_client.transcode = to_client_plan->recode_options(o.recode);
   to_client.transcode.keep_unconvertible = o.keep_unconvertible;
+  to_client.transcode.frame_codec.reset();
   to_client.inline_bytes = o.inline_bytes;
   const TranscodeOptions& tc = to_client.transcode;
 
   RecodeEngine::StreamOptions to_upstream;
   to_upstream.transcode = to_upstream_plan->recode_options(o.recode);
+  to_upstream.transcode.frame_codec.reset();
   to_upstream.inline_bytes = o.inline_bytes;
   const TranscodeOptions& tu = to_upstream.transcode;
+
+  if (o.link_choice) {
+    open_link(client_, *to_client_plan, to_client.transcode);
+    open_link(upstream_, *to_upstream_plan, to_upstream.transcode);
+  }
 
   upstream_.for_other = tc;
   client_.for_other = tu;
@@ -476,6 +488,46 @@ void Session::open_streams() {
   process(upstream_);
 }
 
+// ---- codec per leg ---------------------------------------------------------------
+
+// The leg toward `to` gets its LinkChooser (core/caps/link_policy.h) when
+// its receiver reads a codec; a pin it does not read leaves it without one,
+// with one line.
+void Session::open_link(Side& to, const Delivery& plan, TranscodeOptions& options) {
+  const std::string peer_ip = to.conn ? to.conn->peer_ip() : std::string();
+  const std::string local_ip = to.conn ? to.conn->local_ip() : std::string();
+  const bool same_host = !peer_ip.empty() && peer_ip == local_ip;
+  auto policy = link::LinkPolicy::for_delivery(plan, same_host, bridge_.options_.pin_codec, options.rules);
+  if (!policy) {
+    log(std::string("warning: no codec per link to the ") + name(to) + ": " + policy.error().message());
+    return;
+  }
+  if (!*policy) return;
+  to.link = std::move(*policy);
+  options.frame_codec = to.link;
+}
+
+// What the kernel says of the link to `to`, after `bytes_sent` more were
+// handed to it: read once every 64 KiB (small messages alone leave the link
+// idle and their samples application-limited, which the chooser ignores;
+// this bounds the reads to one per 64 KiB sent) and when its full queue
+// drains (~0).
+void Session::observe_link(Side& to, std::uint64_t bytes_sent) {
+  constexpr std::uint64_t kObserveEvery = std::uint64_t{64} << 10;
+  if (!to.link || !to.conn || to.closed) return;
+  to.unobserved = bytes_sent > kObserveEvery ? kObserveEvery : to.unobserved + bytes_sent;
+  if (to.unobserved < kObserveEvery) return;
+  to.unobserved = 0;
+  if (auto figures = to.conn->link_figures()) to.link->observe(*figures);
+}
+
+// One line per change of the choice toward `to`.
+void Session::log_link_changes(Side& to) {
+  if (!to.link) return;
+  for (const std::string& line : to.link->take_changes())
+    log(std::string("to the ") + name(to) + " " + to.peer + ": " + peer_text(line, 240));
+}
+
 // ---- writing -------------------------------------------------------------------
 
 void Session::send_message(Side& to, std::span<const Bytes> frames) {
@@ -491,6 +543,7 @@ void Session::send_message(Side& to, std::span<const Bytes> frames) {
   ++st.messages[static_cast<int>(to.leg)][static_cast<int>(Flow::from_bridge)];
   st.bytes[static_cast<int>(to.leg)][static_cast<int>(Flow::from_bridge)] += size;
   if (bridge_.observer_.wants_bytes()) observe(to.leg, Flow::from_bridge, prelude, frames);
+  observe_link(to, size);
 }
 
 void Session::observe(Leg leg, Flow flow, const Bytes& prelude, std::span<const Bytes> frames) {
@@ -519,6 +572,8 @@ void Session::on_output(RecodeEngine::Output&& out) {
   st.pickles_recoded += out.report.pickles_recoded;
   st.buffers_inlined += out.report.buffers_inlined;
   st.arrays_converted += out.report.arrays_converted;
+  st.frames_link_coded += out.report.frames_link_coded;
+  log_link_changes(to);
   send_message(to, *out.frames);
   if (state_ == State::closing)
     maybe_close();

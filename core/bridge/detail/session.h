@@ -34,6 +34,8 @@
 #include <string>
 
 #include "daskcaps/bridge/bridge.h"
+#include "daskcaps/caps/delivery.h"
+#include "daskcaps/caps/link_policy.h"
 #include "daskcaps/net/connection.h"
 #include "core/recode/internal/cut_through.h"
 #include "daskcaps/recode/engine.h"
@@ -92,6 +94,11 @@ class Session {
     bool finish_one = false;
     bool noted_partial = false;  // at shutdown: the message half read is read to its end and sent on
     std::string peer;
+    /// The codec per link of what the bridge writes to this side; null:
+    /// none (off, or the side reads no codec). Shared with the stream's
+    /// recode options, which ask it per frame on the engine's threads.
+    std::shared_ptr<link::LinkPolicy> link;
+    std::uint64_t unobserved = 0;  // bytes written to this side since its link was last observed
   };
 
   enum class State : std::uint8_t { handshakes, open, closing, done };
@@ -106,6 +113,9 @@ class Session {
   void send_pieces(Side& to, std::vector<Bytes>& pieces, bool message_start);
   bool take_handshake(Side& s, AssembledMessage&& m);
   void open_streams();
+  void open_link(Side& to, const Delivery& plan, TranscodeOptions& options);
+  void observe_link(Side& to, std::uint64_t bytes_sent);
+  void log_link_changes(Side& to);
   bool submit(Side& s, RecodeEngine::Input& in);
   void send_message(Side& to, std::span<const Bytes> frames);
   void observe(Leg leg, Flow flow, const Bytes& prelude, std::span<const Bytes> frames);

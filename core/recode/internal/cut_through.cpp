@@ -24,6 +24,9 @@ Result<CutVerdict> plan_cut_through(std::uint64_t offset, std::span<const std::u
                                     const FrameStreamDecoder::Options& decoder_options) {
   if (options.pickle_protocol || options.layout_cpu || options.inline_buffers)
     return CutVerdict(CutNo{"pickles or layouts change: the whole message is needed"});
+  // A raw frame the link compresses has its size only once it is whole.
+  if (options.frame_codec && options.frame_codec->may_compress())
+    return CutVerdict(CutNo{"the link may compress raw frames: their sizes are known only once they are whole"});
   const std::size_t n = lengths.size();
   if (n == 0) return CutVerdict(CutNo{"no frames"});
   // Where each frame starts, from the L field.

@@ -8,7 +8,9 @@
 // frame is in a codec the receiver does not read and the target is none):
 // a recompressed frame's size is known only once it is whole, and the
 // prelude, which lists every frame's size, goes first. `__Pickled__`
-// objects and handshakes always take the whole-message path.
+// objects and handshakes always take the whole-message path, and so does
+// every message while TranscodeOptions::frame_codec may compress a raw
+// frame (FrameCodecPolicy::may_compress(): a slow link).
 //
 // plan_cut_through() looks at what has arrived of the message (from its L
 // field, its length table in) and answers:

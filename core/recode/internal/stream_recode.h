@@ -134,8 +134,9 @@ Result<CompressionValue> recode_frame(FrameInput& input, const CompressionValue&
                                       const TranscodeOptions& options, FrameSink& out, TranscodeReport& report);
 
 /// True when transcode_message_in_place() applies: the message is no
-/// handshake (rewritten whole), and has no frame that no object claims
-/// before its last object's frames.
+/// handshake (rewritten whole), has no frame that no object claims
+/// before its last object's frames, and no TranscodeOptions::frame_codec
+/// is set (a codec per frame is transcode_message()'s alone).
 bool in_place_applies(const Message& message, const TranscodeOptions& options);
 
 /// Writes what transcode_message() returns for `message` (see above) to

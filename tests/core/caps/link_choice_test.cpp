@@ -350,3 +350,33 @@ TEST_CASE("link choice: speeds are measured on this machine") {
   auto ch = chooser(o);
   CHECK(ch.delivery_seconds({Codec::lz4, 0}, kMiB, 0.5, k100Mbit) > 0.5 * kMiB / k100Mbit);
 }
+
+TEST_CASE("link choice: parse_choice reads choice_name back") {
+  for (const CodecChoice& c : {CodecChoice{Codec::lz4, 0}, CodecChoice{Codec::zstd, 0}, CodecChoice{Codec::zstd, 1},
+                               CodecChoice{Codec::zstd, 22}, CodecChoice{Codec::none, 0}, CodecChoice{Codec::zlib, 0}}) {
+    auto back = link::parse_choice(link::choice_name(c));
+    REQUIRE(back);
+    CHECK(*back == c);
+  }
+  for (const char* bad : {"", "zstd-", "zstd-0", "zstd-23", "zstd-123", "lz4-1", "zstd-x", "brotli", "zstd--1"})
+    CHECK_FALSE(link::parse_choice(bad).has_value());
+}
+
+TEST_CASE("link choice: may_code is what choose() could answer without a frame") {
+  auto unknown = chooser(options());
+  CHECK_FALSE(unknown.may_code());
+  auto slow = chooser(options());
+  slow.observe(link_at(k100Mbit));
+  CHECK(slow.may_code());
+  auto fast = chooser(options());
+  fast.observe(link_at(k10Gbit));
+  CHECK_FALSE(fast.may_code());
+  auto o = options();
+  o.same_host = true;
+  auto same = chooser(o);
+  same.observe(link_at(k100Mbit));
+  CHECK_FALSE(same.may_code());
+  o = options();
+  o.pin = CodecChoice{Codec::lz4, 0};
+  CHECK(chooser(o).may_code());
+}
