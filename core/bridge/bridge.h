@@ -30,7 +30,7 @@
 //   framings are read (2022.12's full first length, 2023.11+'s short one);
 //   the full length is always written.
 //
-// Codec per leg (BridgeOptions::link_choice; core/caps/link_policy.h,
+// Codec per leg (BridgeOptions::link_choice; core/caps/internal/link_policy.h,
 // docs/link-choice.md): each direction the bridge writes, to the client and
 // to the upstream, has its own LinkChooser. Its receiver codecs are what
 // that receiver reads as it arrives (Delivery::accept: a plain Dask peer's

@@ -1,5 +1,5 @@
 // A codec decided per frame by someone who knows the link a message goes
-// out on (the bridge's legs: core/caps/link_policy.h), handed to the recode
+// out on (the bridge's legs: core/caps/internal/link_policy.h), handed to the recode
 // through TranscodeOptions::frame_codec.
 //
 // Contract. The recode asks choose() only for a data frame that its own
@@ -17,7 +17,7 @@
 //     policy must name only codecs the receiver decodes.
 // may_compress() tells, without a frame, whether choose() could name a codec
 // now; false lets a large message be cut through as it arrives
-// (core/recode/cut_through.h), since a frame compressed on the way has a
+// (core/recode/internal/cut_through.h), since a frame compressed on the way has a
 // size known only once it is whole.
 // Both are called from any recode thread, concurrently: implementations
 // are thread-safe.

@@ -490,7 +490,7 @@ void Session::open_streams() {
 
 // ---- codec per leg ---------------------------------------------------------------
 
-// The leg toward `to` gets its LinkChooser (core/caps/link_policy.h) when
+// The leg toward `to` gets its LinkChooser (core/caps/internal/link_policy.h) when
 // its receiver reads a codec; a pin it does not read leaves it without one,
 // with one line.
 void Session::open_link(Side& to, const Delivery& plan, TranscodeOptions& options) {

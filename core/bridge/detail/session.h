@@ -35,7 +35,7 @@
 
 #include "daskcaps/bridge/bridge.h"
 #include "daskcaps/caps/delivery.h"
-#include "daskcaps/caps/link_policy.h"
+#include "core/caps/internal/link_policy.h"
 #include "daskcaps/net/connection.h"
 #include "core/recode/internal/cut_through.h"
 #include "daskcaps/recode/engine.h"

@@ -1,6 +1,6 @@
-// link::LinkPolicy (core/caps/link_policy.h): one leg's LinkChooser behind
+// link::LinkPolicy (core/caps/internal/link_policy.h): one leg's LinkChooser behind
 // the recode's FrameCodecPolicy.
-#include "daskcaps/caps/link_policy.h"
+#include "core/caps/internal/link_policy.h"
 
 #include <doctest/doctest.h>
 

@@ -11,8 +11,8 @@
 #include <optional>
 #include <variant>
 
-#include "daskcaps/recode/cut_through.h"
-#include "daskcaps/recode/stream_recode.h"
+#include "core/recode/internal/cut_through.h"
+#include "core/recode/internal/stream_recode.h"
 #include "daskcaps/recode/transcode.h"
 #include "daskcaps/wire/codec.h"
 #include "daskcaps/wire/frames.h"

@@ -1,4 +1,4 @@
-#include "daskcaps/caps/link_policy.h"
+#include "core/caps/internal/link_policy.h"
 
 #include <utility>
 
