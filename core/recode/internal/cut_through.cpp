@@ -24,15 +24,16 @@ Result<CutVerdict> plan_cut_through(std::uint64_t offset, std::span<const std::u
                                     const FrameStreamDecoder::Options& decoder_options) {
   if (options.pickle_protocol || options.layout_cpu || options.inline_buffers)
     return CutVerdict(CutNo{"pickles or layouts change: the whole message is needed"});
-  // A raw frame the link compresses has its size only once it is whole.
-  if (options.frame_codec && options.frame_codec->may_compress())
-    return CutVerdict(CutNo{"the link may compress raw frames: their sizes are known only once they are whole"});
   const std::size_t n = lengths.size();
   if (n == 0) return CutVerdict(CutNo{"no frames"});
   // Where each frame starts, from the L field.
   std::vector<std::uint64_t> at(n + 1);
   at[0] = prelude_size(n);
   for (std::size_t i = 0; i < n; ++i) at[i + 1] = at[i] + lengths[i];
+  // A raw frame the link compresses has its size only once it is whole;
+  // only a message of bounded size is held for that.
+  if (options.frame_codec && options.frame_codec->may_compress() && at[n] <= kLinkCodedWholeBytes)
+    return CutVerdict(CutNo{"the link may compress raw frames: their sizes are known only once they are whole"});
   auto complete = [&](std::size_t i) { return at[i + 1] <= have.size(); };
   auto frame = [&](std::size_t i) {
     return have.slice(static_cast<std::size_t>(at[i]), static_cast<std::size_t>(lengths[i]));

@@ -9,8 +9,12 @@
 // a recompressed frame's size is known only once it is whole, and the
 // prelude, which lists every frame's size, goes first. `__Pickled__`
 // objects and handshakes always take the whole-message path, and so does
-// every message while TranscodeOptions::frame_codec may compress a raw
-// frame (FrameCodecPolicy::may_compress(): a slow link).
+// a message of at most kLinkCodedWholeBytes while
+// TranscodeOptions::frame_codec may compress a raw frame
+// (FrameCodecPolicy::may_compress(): a slow link). A larger one is cut
+// through as it would be without a link policy, its raw frames raw: held
+// whole, a run of them would cost the bridge a message each (a 48 MiB
+// echo under ASan held 600 MiB), and memory stays within a window.
 //
 // plan_cut_through() looks at what has arrived of the message (from its L
 // field, its length table in) and answers:
@@ -66,6 +70,10 @@ struct CutPlan {
   bool changed = false;                    // false: every byte passes as it came
 };
 using CutVerdict = std::variant<CutWait, CutNo, CutPlan>;
+
+/// The largest message recoded whole so that the link may compress its raw
+/// frames (see above).
+inline constexpr std::uint64_t kLinkCodedWholeBytes = std::uint64_t{16} << 20;
 
 /// Plans cutting a message through (see above). `lengths` are its frames'
 /// lengths, `have` its first bytes from the L field (the length table

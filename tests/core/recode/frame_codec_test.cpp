@@ -211,6 +211,25 @@ TEST_CASE("frame codec: a message is cut through only while the link may not com
   }
 }
 
+TEST_CASE("frame codec: a message past kLinkCodedWholeBytes is cut through even while the link may compress") {
+  // Held whole, a run of such messages would cost a message each: memory
+  // stays within a window, and their raw frames go raw.
+  const std::vector<Bytes> frames = message_of(measurements(kLinkCodedWholeBytes + 1), Codec::none);
+  std::vector<ByteSpan> spans;
+  std::vector<std::uint64_t> lengths;
+  for (const Bytes& f : frames) {
+    spans.push_back(f.span());
+    lengths.push_back(f.size());
+  }
+  const Bytes wire(encode_message(spans));
+  auto policy = std::make_shared<FixedPolicy>(FrameCodec{Codec::lz4, 0}, true);
+  auto v = plan_cut_through(0, lengths, wire, with(policy, Codec::lz4, {Codec::lz4}));
+  REQUIRE(v);
+  REQUIRE(std::holds_alternative<CutPlan>(*v));
+  CHECK_FALSE(std::get<CutPlan>(*v).changed);
+  CHECK(policy->asked == 0);
+}
+
 TEST_CASE("frame codec: in place does not apply while a policy is set") {
   auto m = parse_message(message_of(measurements(std::size_t{1} << 20), Codec::none), Limits{});
   REQUIRE(m);
