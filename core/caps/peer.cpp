@@ -156,6 +156,28 @@ Peer peer_from_live(std::string name, std::string role, std::string host,
   return p;
 }
 
+namespace {
+
+// What a read capabilities key gives a peer: everything when it was
+// published (true: the handshake's plain fields are not read), the refusal
+// when it was refused (false: the plain fields still say what Dask uses).
+bool take_capabilities_key(Peer& p, CapabilitiesKey& key) {
+  if (key.state == CapabilitiesKey::State::published) {
+    Capabilities& published = key.capabilities;
+    p.codecs = std::move(published.codecs);
+    p.max_pickle_protocol = published.max_pickle_protocol;
+    p.gpu = published.gpu;
+    p.role = std::move(published.role);
+    p.published = true;
+    p.published_by = std::move(published.dask_caps);
+    return true;
+  }
+  if (key.state == CapabilitiesKey::State::refused) p.capabilities_refused = std::move(key.refused);
+  return false;
+}
+
+}  // namespace
+
 Peer peer_from_handshake(std::string name, const Handshake& handshake, const Limits& limits) {
   Peer p;
   p.name = std::move(name);
@@ -166,17 +188,7 @@ Peer peer_from_handshake(std::string name, const Handshake& handshake, const Lim
     key.state = CapabilitiesKey::State::refused;
     key.refused = handshake.capabilities_refused;
   }
-  if (key.state == CapabilitiesKey::State::published) {
-    Capabilities& published = key.capabilities;
-    p.codecs = std::move(published.codecs);
-    p.max_pickle_protocol = published.max_pickle_protocol;
-    p.gpu = published.gpu;
-    p.role = std::move(published.role);
-    p.published = true;
-    p.published_by = std::move(published.dask_caps);
-    return p;
-  }
-  if (key.state == CapabilitiesKey::State::refused) p.capabilities_refused = std::move(key.refused);
+  if (take_capabilities_key(p, key)) return p;
   if (handshake.compression && handshake.compression->compresses()) p.codecs.push_back(handshake.compression->name);
   p.max_pickle_protocol = handshake.pickle_protocol.value_or(5);
   return p;
@@ -185,17 +197,7 @@ Peer peer_from_handshake(std::string name, const Handshake& handshake, const Lim
 Peer peer_from_handshake(std::string name, const ValueView& handshake, CapabilitiesKey key, const Limits& limits) {
   Peer p;
   p.name = std::move(name);
-  if (key.state == CapabilitiesKey::State::published) {
-    Capabilities& published = key.capabilities;
-    p.codecs = std::move(published.codecs);
-    p.max_pickle_protocol = published.max_pickle_protocol;
-    p.gpu = published.gpu;
-    p.role = std::move(published.role);
-    p.published = true;
-    p.published_by = std::move(published.dask_caps);
-    return p;
-  }
-  if (key.state == CapabilitiesKey::State::refused) p.capabilities_refused = std::move(key.refused);
+  if (take_capabilities_key(p, key)) return p;
   if (const auto c = handshake.member("compression"); c && capability_name_problem(*c, limits).empty())
     p.codecs.push_back(c->str());
   if (const auto pickle = handshake.member("pickle-protocol"))
