@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   for (;;) {
     auto m = (*reader)->next();
     if (!m || !*m) break;
-    auto msg = parse_message(std::move((*m)->frames));
+    auto msg = parse_message(std::move(**m));
     if (!msg) continue;
     for (const SubObject& obj : msg->objects) {
       auto codecs = frame_compression(obj);

@@ -146,15 +146,15 @@ int run_inspect(const InspectOptions& opt) {
     if (!*item) break;
     formats::SourceMessage& it = **item;
     ++count;
-    bytes += it.wire_size;
+    bytes += it.raw.wire_size;
     const bool wanted = !opt.message || *opt.message == it.index;
 
-    auto offsets = frame_offsets_for(it.offset, it.sizes());
-    auto parsed = parse_message(std::move(it.frames), opt.limits, offsets);
-    if (parsed && it.store) {
-      parsed->store = std::move(it.store);
-      parsed->frame_sizes = std::move(it.frame_sizes);
-    }
+    // Where the message was; its frames go to the parser.
+    const std::uint64_t at = it.raw.offset;
+    const std::uint64_t wire_size = it.raw.wire_size;
+    const bool short_length = it.raw.short_length;
+    const std::vector<std::uint64_t> offsets = it.raw.frame_offsets();
+    auto parsed = parse_message(std::move(it.raw), opt.limits, offsets);
     if (parsed && it.connection && it.at_stream_start && parsed->is_handshake()) {
       auto h = handshake_from_msgpack(parsed->root);
       if (h) {
@@ -178,12 +178,12 @@ int run_inspect(const InspectOptions& opt) {
       if (opt.json) {
         Json bad = where;
         bad["index"] = it.index;
-        bad["offset"] = it.offset;
-        bad["wire-bytes"] = it.wire_size;
+        bad["offset"] = at;
+        bad["wire-bytes"] = wire_size;
         bad["error"] = e.message();
         messages.push_back(std::move(bad));
       } else {
-        std::cout << where_text << "message " << it.index << " @" << hex_offset(it.offset)
+        std::cout << where_text << "message " << it.index << " @" << hex_offset(at)
                   << "  unreadable: " << e.message() << '\n';
       }
       if (!first_bad) first_bad = std::move(e);
@@ -212,10 +212,10 @@ int run_inspect(const InspectOptions& opt) {
       }
     }
     report.index = it.index;
-    report.offset = it.offset;
-    report.wire_bytes = it.wire_size;
+    report.offset = at;
+    report.wire_bytes = wire_size;
     report.skipped_before = it.skipped_before;
-    report.short_length = it.short_length;
+    report.short_length = short_length;
     objects += report.objects.size();
     if (opt.json) {
       Json j = where;

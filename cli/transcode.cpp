@@ -197,12 +197,7 @@ int run_transcode(TranscodeCliOptions o) {
     ++summary.messages;
     RecodeEngine::Input in;
     in.tag = *slot;
-    in.offset = (*m)->offset;
-    in.wire_size = (*m)->wire_size;
-    in.frames = std::move((*m)->frames);
-    in.storage = std::move((*m)->storage);
-    in.store = std::move((*m)->store);
-    in.frame_sizes = std::move((*m)->frame_sizes);
+    in.raw = std::move((*m)->raw);
     return std::optional<RecodeEngine::Input>(std::move(in));
   };
   auto write = [&](std::uint64_t slot, std::span<const Bytes> frames) { return out.write(slot, frames); };

@@ -3,7 +3,9 @@
 //
 //   formats/message_source.h  MessageSource::open(): the messages of a raw
 //                             stream, a pcap or a pcapng capture
-//   wire/message.h            parse_message(): a message's frames as Dask's
+//   wire/raw_message.h        RawMessage: one message as read, the type every
+//                             reader makes and every consumer takes
+//   wire/message.h            parse_message(): a RawMessage as Dask's
 //                             objects and their sub-frames
 //   caps/peer.h               Peer: what one side decodes, reads and has
 //                             (from a probe, a live endpoint or a handshake)
@@ -38,7 +40,7 @@
 //     auto next = (*source)->next();
 //     if (!next) return 3;
 //     if (!*next) return 0;
-//     auto message = daskcaps::parse_message((*next)->frames, limits);
+//     auto message = daskcaps::parse_message((*next)->raw, limits);
 //     if (!message) return 3;
 //     daskcaps::TranscodeReport report;
 //     auto frames = daskcaps::transcode_message(std::move(*message), recode, report);

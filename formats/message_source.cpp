@@ -19,14 +19,6 @@ std::string_view to_string(InputFormat format) {
   return "raw";
 }
 
-std::vector<std::uint64_t> SourceMessage::sizes() const {
-  if (store != nullptr) return frame_sizes;
-  std::vector<std::uint64_t> out;
-  out.reserve(frames.size());
-  for (const Bytes& f : frames) out.push_back(f.size());
-  return out;
-}
-
 const std::vector<ConnectionInfo>& MessageSource::connections() const {
   static const std::vector<ConnectionInfo> none;
   return none;
@@ -43,15 +35,9 @@ class RawSource final : public MessageSource {
     if (!m) return std::move(m).error();
     if (!*m) return std::optional<SourceMessage>{};
     SourceMessage out;
+    out.raw = std::move(**m);
     out.index = index;
-    out.offset = (*m)->offset;
-    out.wire_size = (*m)->wire_size;
-    out.short_length = (*m)->short_length;
     out.at_stream_start = index == 0;
-    out.frames = std::move((*m)->frames);
-    out.storage = std::move((*m)->storage);
-    out.store = std::move((*m)->store);
-    out.frame_sizes = std::move((*m)->frame_sizes);
     return std::optional<SourceMessage>(std::move(out));
   }
   InputFormat format() const override { return InputFormat::raw; }
@@ -69,17 +55,13 @@ class CaptureSource final : public MessageSource {
     if (!*m) return std::optional<SourceMessage>{};
     CaptureMessage& c = **m;
     SourceMessage out;
+    out.raw = std::move(c.message.raw);
     out.index = index_++;
-    out.offset = c.message.offset;
-    out.wire_size = c.message.wire_size;
     out.skipped_before = c.message.skipped_before;
-    out.short_length = c.message.short_length;
     out.connection = c.connection;
     out.direction = c.direction;
     out.timestamp = c.timestamp;
     out.at_stream_start = c.at_stream_start();
-    out.frames = std::move(c.message.frames);
-    out.storage = std::move(c.message.storage);
     return std::optional<SourceMessage>(std::move(out));
   }
   InputFormat format() const override {

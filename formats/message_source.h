@@ -7,7 +7,7 @@
 //     auto m = (*src)->next();                // Result<optional<SourceMessage>>
 //     if (!m) return m.error();              // bad input: the offset says where
 //     if (!*m) break;                        // end of input
-//     use(**m);                              // index, offset, frames, connection, ...
+//     use(**m);                              // raw (offset, frames), index, connection, ...
 //   }
 //   (*src)->format();  (*src)->connections();  (*src)->warnings();
 //
@@ -34,8 +34,8 @@
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/diagnostic.h"
 #include "daskcaps/base/limits.h"
-#include "daskcaps/base/page_buffer.h"
 #include "daskcaps/base/result.h"
+#include "daskcaps/wire/raw_message.h"
 #include "daskcaps/formats/capture.h"
 
 namespace daskcaps::formats {
@@ -45,13 +45,13 @@ enum class InputFormat : std::uint8_t { raw, pcap, pcapng };
 /// "raw", "pcap", "pcapng".
 std::string_view to_string(InputFormat format);
 
-/// One message of any input.
+/// One message of any input: the message (its offset, wire size and frames
+/// are in its own stream: a raw file, or a capture direction's bytes) and
+/// where the input had it.
 struct SourceMessage {
+  RawMessage raw;
   std::size_t index = 0;        // position in the input, from 0
-  std::uint64_t offset = 0;     // raw: file offset of its L field; capture: offset in its direction's stream
-  std::uint64_t wire_size = 0;  // bytes it occupied
   std::uint64_t skipped_before = 0;  // capture: bytes in no message right before it
-  bool short_length = false;    // L stopped at a frame boundary (2023.11+ writer)
   // Captures only.
   std::optional<std::size_t> connection;
   std::optional<Direction> direction;
@@ -59,16 +59,6 @@ struct SourceMessage {
   /// The first message of its stream (a raw file's first; a capture
   /// direction's first, captured from its SYN): the Dask handshake (docs/protocol.md §2).
   bool at_stream_start = false;
-  std::vector<Bytes> frames;
-  /// The buffer a large message was read into (core/wire/assembler.h).
-  std::shared_ptr<PageBuffer> storage;
-  /// Frames left in the file (SourceOptions::store_bytes): the store and
-  /// every frame's size; a stored frame is an empty Bytes in `frames`.
-  std::shared_ptr<const FrameStore> store;
-  std::vector<std::uint64_t> frame_sizes;
-
-  /// Every frame's size, stored or not.
-  std::vector<std::uint64_t> sizes() const;
 };
 
 struct SourceOptions {

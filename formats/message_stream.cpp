@@ -133,14 +133,10 @@ Result<std::optional<StreamMessage>> MessageExtractor::next() {
   }
   if (!*m) return std::optional<StreamMessage>{};
   StreamMessage msg;
-  msg.offset = (*m)->offset;
-  msg.wire_size = (*m)->wire_size;
-  msg.short_length = (*m)->short_length;
-  msg.skipped_before = msg.offset - last_end_;
-  msg.frames = std::move((*m)->frames);
-  msg.storage = std::move((*m)->storage);
+  msg.raw = std::move(**m);
+  msg.skipped_before = msg.raw.offset - last_end_;
   skipped_total_ += msg.skipped_before;
-  last_end_ = msg.offset + msg.wire_size;
+  last_end_ = msg.raw.offset + msg.raw.wire_size;
   return std::optional<StreamMessage>(std::move(msg));
 }
 

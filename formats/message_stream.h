@@ -25,26 +25,18 @@
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/page_buffer.h"
 #include "daskcaps/wire/assembler.h"
-#include "daskcaps/wire/frame_store.h"
 #include "daskcaps/wire/frames.h"
+#include "daskcaps/wire/raw_message.h"
 #include "daskcaps/base/limits.h"
 #include "daskcaps/base/result.h"
 
 namespace daskcaps::formats {
 
 /// One message cut from a stream.
+/// One message cut from a stream, and the bytes skipped right before it.
 struct StreamMessage {
-  std::uint64_t offset = 0;     // stream offset of its first byte (the L field)
-  std::uint64_t wire_size = 0;  // bytes it occupied
+  RawMessage raw;
   std::uint64_t skipped_before = 0;  // bytes discarded by resync right before it
-  bool short_length = false;    // L stopped at a frame boundary (2023.11+ writer)
-  std::vector<Bytes> frames;    // slices of the buffer it was read into
-  std::shared_ptr<PageBuffer> storage;  // that buffer, for a large message (see AssembledMessage)
-  /// Frames left in the file (a raw stream's large message, see
-  /// formats/internal/raw_stream.h): the store to read them from, and every frame's
-  /// size; a stored frame is an empty Bytes in `frames`.
-  std::shared_ptr<const FrameStore> store;
-  std::vector<std::uint64_t> frame_sizes;
 };
 
 class MessageExtractor {

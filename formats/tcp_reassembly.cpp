@@ -88,7 +88,7 @@ class DirectionSink final : public TcpStream::Sink {
       m.timestamp = owner_.now_;
       m.index = owner_.infos_[conn_.id].messages[static_cast<int>(dir_)]++;
       m.message = std::move(**step);
-      side.message_bytes += m.message.wire_size;
+      side.message_bytes += m.message.raw.wire_size;
       owner_.queue_.push_back(std::move(m));
     }
   }

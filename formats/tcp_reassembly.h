@@ -187,7 +187,7 @@ struct CaptureMessage {
 
   /// True for the first message of a direction captured from its start:
   /// the Dask handshake (docs/protocol.md §2).
-  bool at_stream_start() const { return index == 0 && message.offset == 0; }
+  bool at_stream_start() const { return index == 0 && message.raw.offset == 0; }
 };
 
 /// Reassembles every TCP connection of a capture and extracts messages.

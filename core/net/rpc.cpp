@@ -33,7 +33,7 @@ Result<std::optional<std::vector<Bytes>>> MessageReader::next() {
     return e;
   }
   if (!*m) return std::optional<std::vector<Bytes>>{};
-  return std::optional<std::vector<Bytes>>(std::move((*m)->frames));
+  return std::optional<std::vector<Bytes>>((*m)->memory_frames());
 }
 
 std::string Reply::describe(std::string_view op) const {

@@ -249,9 +249,9 @@ void problem(ObjectReport& out, DiagnosticKind kind, const Error& e, std::uint64
 std::optional<std::uint64_t> declared_of(const Message& message, std::size_t index, const CompressionValue& cv) {
   auto codec = codec_of(cv);
   if (!codec) return std::nullopt;
-  if (*codec == Codec::none) return frame_wire_size(message, index);
-  if (!frame_stored(message, index)) return declared_size(*codec, message.original_frames[index]);
-  auto in = frame_input(message, index);
+  if (*codec == Codec::none) return message.raw.frames[index].size();
+  if (!message.raw.frames[index].is_stored()) return declared_size(*codec, message.raw.frames[index].bytes());
+  auto in = message.raw.frame_input(index);
   std::uint8_t head[18];
   std::size_t have = 0;
   while (have < sizeof head && have < in->size()) {
@@ -326,7 +326,7 @@ ObjectReport describe_object(const Message& message, const SubObject& obj, std::
     const std::size_t index = obj.header_frame + 1 + i;
     FrameReport fr;
     fr.index = index;
-    fr.wire_bytes = frame_wire_size(message, index);
+    fr.wire_bytes = message.raw.frames[index].size();
     out.wire_bytes += fr.wire_bytes;
     if (codecs) {
       const CompressionValue& cv = (*codecs)[i];
@@ -347,12 +347,12 @@ ObjectReport describe_object(const Message& message, const SubObject& obj, std::
       } else if (*codec == Codec::none) {
         size = fr.wire_bytes;
         if (keep[i]) {
-          auto bytes = load_frame(message, index);
+          auto bytes = message.raw.load_frame(index);
           if (bytes) kept[i] = std::move(*bytes);
           else size = std::move(bytes).error();
         }
-      } else if (keep[i] || (!frame_stored(message, index) && declared && *declared <= options.decode_whole_bytes)) {
-        auto bytes = load_frame(message, index);
+      } else if (keep[i] || (!message.raw.frames[index].is_stored() && declared && *declared <= options.decode_whole_bytes)) {
+        auto bytes = message.raw.load_frame(index);
         auto raw = bytes ? decompress_frame(cv, *bytes, frame_limits) : Result<Bytes>(std::move(bytes).error());
         if (raw) {
           size = raw->size();
@@ -361,7 +361,7 @@ ObjectReport describe_object(const Message& message, const SubObject& obj, std::
           size = std::move(raw).error();
         }
       } else {
-        auto in = frame_input(message, index);
+        auto in = message.raw.frame_input(index);
         size = measure_frame(*codec, *in, frame_limits.max_decompressed_bytes);
       }
       if (size) {
@@ -510,7 +510,7 @@ std::optional<ArrayLayout> cupy_layout(const msgpack::Value& cai) {
 
 MessageReport describe_message(const Message& message, const DescribeOptions& options) {
   MessageReport r;
-  for (std::size_t i = 0; i < message.original_frames.size(); ++i) r.frame_sizes.push_back(frame_wire_size(message, i));
+  for (std::size_t i = 0; i < message.raw.frames.size(); ++i) r.frame_sizes.push_back(message.raw.frames[i].size());
   r.op = message.op();
   r.batched_ops = message.batched_ops();
   if (message.is_handshake()) {

@@ -62,7 +62,7 @@ std::vector<ErrorReport> describe_errors(const Message& message, const DescribeO
     if (it == objects.end() || it->header_frame != *slot.header_frame || !holds_bytes(*it)) continue;
     e.header_frame = it->header_frame;
     bool stored = false;
-    for (std::size_t i = 0; i < it->frames.size(); ++i) stored |= frame_stored(message, it->header_frame + 1 + i);
+    for (std::size_t i = 0; i < it->frames.size(); ++i) stored |= message.raw.frames[it->header_frame + 1 + i].is_stored();
     if (stored) {
       // Left in its file (a message of --store-bytes or more): an exception
       // or traceback that large is not read whole, to keep memory to a window.

@@ -27,11 +27,11 @@ bool contains(ByteSpan hay, std::string_view needle) {
 
 }  // namespace
 
-bool needs_recode(std::span<const Bytes> frames, const TranscodeOptions& options) {
+bool needs_recode(const RawMessage& message, const TranscodeOptions& options) {
   if (options.is_identity()) return false;
   // Every sub-object owns a sub-header frame; one frame means none.
-  if (frames.size() != 1) return true;
-  const ByteSpan f0 = frames[0].span();
+  if (message.frames.size() != 1) return true;
+  const ByteSpan f0 = message.frames[0].bytes().span();
   // A placeholder there would point at a frame the message lacks: let the
   // parser say so. A handshake is rewritten to advertise the target.
   // With a pickle protocol, an error dict may hold its exception as a bin
@@ -43,36 +43,35 @@ bool needs_recode(std::span<const Bytes> frames, const TranscodeOptions& options
          (options.pickle_protocol && (contains(f0, "exception") || may_hold_field_pickles(f0)));
 }
 
-Result<std::vector<Bytes>> recode_message(std::vector<Bytes> frames, const TranscodeOptions& options,
-                                          TranscodeReport& report, bool& passed_through, std::uint64_t offset,
-                                          std::shared_ptr<PageBuffer> storage) {
+Result<std::vector<Bytes>> recode_message(RawMessage message, const TranscodeOptions& options,
+                                          TranscodeReport& report, bool& passed_through) {
   passed_through = false;
-  if (!needs_recode(frames, options)) {
+  if (!message.any_stored() && !needs_recode(message, options)) {
     // Forwarded as it is, but frame 0 is still read under the limits: a
     // message the full path would refuse is refused here too.
-    if (!frames.empty()) {
-      const std::uint64_t at = offset + prelude_size(frames.size());
-      if (auto v = msgpack::decode_all(frames[0].span(), options.limits, at); !v)
+    if (!message.frames.empty()) {
+      const std::uint64_t at = message.offset + prelude_size(message.frames.size());
+      if (auto v = msgpack::decode_all(message.frames[0].bytes().span(), options.limits, at); !v)
         return std::move(v).error().add_context("frame 0");
     }
-    for (const Bytes& f : frames) report.bytes_in += f.size();
+    for (const WireFrame& f : message.frames) report.bytes_in += f.size();
     report.bytes_out = report.bytes_in;
     passed_through = true;
-    return frames;
+    return message.memory_frames();
   }
-  auto offsets = frame_offsets_for(offset, frames);
-  auto parsed = parse_message(std::move(frames), options.limits, offsets);
+  const std::vector<std::uint64_t> offsets = message.frame_offsets();
+  auto parsed = parse_message(std::move(message), options.limits, offsets);
   if (!parsed) return std::move(parsed).error();
-  parsed->storage = std::move(storage);
+  // Stored frames are parsed from frame 0 and the sub-headers, then read in.
+  if (Status st = load_stored_frames(*parsed); !st) return std::move(st).error();
   return transcode_message(std::move(*parsed), options, report);
 }
 
 namespace {
 
 // What the pool does to one message (OrderedPool::RunFn): a message parsed
-// by the file driver is recoded as it is, with its stored frames read in; one
-// whose frames are left in their file is parsed and read in; any other goes
-// through recode_message().
+// by the file driver is recoded as it is, with its stored frames read in;
+// any other goes through recode_message().
 void recode_input(const TranscodeOptions& topt, RecodeEngine::Input& input, RecodeEngine::Output& out) {
   if (input.parsed) {
     Message parsed = std::move(*input.parsed);
@@ -80,29 +79,10 @@ void recode_input(const TranscodeOptions& topt, RecodeEngine::Input& input, Reco
       out.frames = std::move(st).error();
       return;
     }
-    if (!parsed.storage) parsed.storage = std::move(input.storage);
     out.frames = transcode_message(std::move(parsed), topt, out.report);
     return;
   }
-  if (input.store) {
-    // Frames left in their file: read in now, and parsed with them.
-    auto offsets = frame_offsets_for(input.offset, std::span<const std::uint64_t>(input.frame_sizes));
-    auto parsed = parse_message(std::move(input.frames), topt.limits, offsets);
-    if (!parsed) {
-      out.frames = std::move(parsed).error();
-      return;
-    }
-    parsed->store = std::move(input.store);
-    parsed->frame_sizes = std::move(input.frame_sizes);
-    if (Status st = load_stored_frames(*parsed); !st) {
-      out.frames = std::move(st).error();
-      return;
-    }
-    out.frames = transcode_message(std::move(*parsed), topt, out.report);
-    return;
-  }
-  out.frames = recode_message(std::move(input.frames), topt, out.report, out.passed_through, input.offset,
-                              std::move(input.storage));
+  out.frames = recode_message(std::move(input.raw), topt, out.report, out.passed_through);
 }
 
 }  // namespace

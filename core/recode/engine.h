@@ -75,20 +75,20 @@ struct EngineOptions {
 /// __Pickled__ object, is not a handshake and, with a pickle protocol, has
 /// no "exception" (an error pickle inside frame 0). Reads only frame 0's
 /// bytes, without decoding it.
-bool needs_recode(std::span<const Bytes> frames, const TranscodeOptions& options);
+bool needs_recode(const RawMessage& message, const TranscodeOptions& options);
 
 /// One message recoded as `transcode` and the bridge recode each message
 /// (what a RecodeEngine worker does; the Python module's dask_caps.recode()
 /// calls it too): when needs_recode() says nothing can change, the frames
 /// come back untouched (`passed_through`), frame 0 still decoded under the
 /// limits so that a message the full path refuses is refused here too;
-/// otherwise the message is parsed (parse_message) and recoded
-/// (transcode_message). `offset` is where the message starts in its input
-/// (for error offsets); `storage` the buffer its frames sit in, when it is
-/// the message's own. Errors: those of the three calls, unchanged.
-Result<std::vector<Bytes>> recode_message(std::vector<Bytes> frames, const TranscodeOptions& options,
-                                          TranscodeReport& report, bool& passed_through,
-                                          std::uint64_t offset = 0, std::shared_ptr<PageBuffer> storage = {});
+/// otherwise the message is parsed (parse_message), its stored frames
+/// read in (load_stored_frames), and recoded (transcode_message). Error
+/// offsets count from the message's offset; its storage, when its own, may
+/// be given back page by page as frames are done. Errors: those of the
+/// calls named, unchanged.
+Result<std::vector<Bytes>> recode_message(RawMessage message, const TranscodeOptions& options,
+                                          TranscodeReport& report, bool& passed_through);
 
 namespace detail {
 class OrderedPool;
@@ -102,16 +102,12 @@ class RecodeEngine {
   struct Input {
     std::uint64_t tag = 0;      // the caller's, given back with the output
     std::uint64_t index = 0;    // the caller's, given back with the output
-    std::uint64_t offset = 0;   // input offset of the message (error offsets)
-    std::uint64_t wire_size = 0;  // its size on the wire (the byte bound); 0: computed
-    std::vector<Bytes> frames;
-    std::shared_ptr<PageBuffer> storage;  // the buffer it was read into, if its own
-    /// Frames left in their file (core/wire/frame_store.h), read into
-    /// memory before the message is recoded; every frame's size.
-    std::shared_ptr<const FrameStore> store;
-    std::vector<std::uint64_t> frame_sizes;
-    /// The message already parsed from `frames` (which are then empty), to
-    /// spare the worker parsing it again.
+    /// The message (its offset for error offsets; its wire size is the
+    /// byte bound, computed when 0). Stored frames are read into memory
+    /// before it is recoded.
+    RawMessage raw;
+    /// The message already parsed from `raw`, to spare the worker parsing
+    /// it again; `raw` then keeps only its offset and wire size.
     std::optional<Message> parsed;
   };
 

@@ -29,23 +29,18 @@ bool goes_in_place(RecodeEngine::Input& in, const TranscodeOptions& options, std
   if (in_place_bytes == 0 || options.is_identity()) return false;
   // A message of one frame holds no object; a small one cannot decode to
   // in_place_bytes (zstd makes at most 128 KiB per 4 bytes).
-  if (in.frames.size() < 2) return false;
-  std::vector<std::uint64_t> sizes = in.frame_sizes;
-  if (!in.store) {
-    sizes.clear();
-    for (const Bytes& f : in.frames) sizes.push_back(f.size());
+  RawMessage& raw = in.raw;
+  if (raw.frames.size() < 2) return false;
+  if (raw.wire_size == 0) {
+    raw.wire_size = prelude_size(raw.frames.size());
+    for (const WireFrame& f : raw.frames) raw.wire_size += f.size();
   }
-  if (in.wire_size == 0) {
-    in.wire_size = prelude_size(sizes.size());
-    for (std::uint64_t k : sizes) in.wire_size += k;
-  }
-  if (!in.store && in.wire_size < in_place_bytes / 32768) return false;
-  auto offsets = frame_offsets_for(in.offset, std::span<const std::uint64_t>(sizes));
-  auto m = parse_message(in.frames, options.limits, offsets);
+  const bool stored = raw.any_stored();
+  if (!stored && raw.wire_size < in_place_bytes / 32768) return false;
+  const std::vector<std::uint64_t> offsets = raw.frame_offsets();
+  auto m = parse_message(raw, options.limits, offsets);
   if (!m) return false;  // the engine reports it, in its place
-  m->store = in.store;
-  m->frame_sizes = in.store ? in.frame_sizes : std::vector<std::uint64_t>{};
-  bool big = in.store != nullptr;
+  bool big = stored;
   if (in_place_applies(*m, options)) {
     std::uint64_t decoded = 0;
     for (const SubObject& obj : m->objects) {
@@ -65,8 +60,9 @@ bool goes_in_place(RecodeEngine::Input& in, const TranscodeOptions& options, std
         if (!codec) continue;
         const std::size_t index = obj.header_frame + 1 + i;
         std::optional<std::uint64_t> size;
-        if (*codec == Codec::none) size = frame_wire_size(*m, index);
-        else if (!frame_stored(*m, index)) size = declared_size(*codec, m->original_frames[index]);
+        const WireFrame& frame = m->raw.frames[index];
+        if (*codec == Codec::none) size = frame.size();
+        else if (!frame.is_stored()) size = declared_size(*codec, frame.bytes());
         else size = std::nullopt;  // stored: big already
         decoded += size.value_or(in_place_bytes);
         big = decoded >= in_place_bytes;
@@ -77,10 +73,11 @@ bool goes_in_place(RecodeEngine::Input& in, const TranscodeOptions& options, std
       return true;
     }
   }
-  // The engine takes it, parsed.
-  m->storage = in.storage;
+  // The engine takes it, parsed; `raw` keeps its offset and wire size.
   in.parsed = std::move(*m);
-  in.frames.clear();
+  raw.frames.clear();
+  raw.storage.reset();
+  raw.store.reset();
   return false;
 }
 
@@ -135,7 +132,7 @@ Result<TranscodeReport> transcode_stream(const InputFn& next, const OutputFn& wr
     if (!*m) break;
     RecodeEngine::Input& in = **m;
     in.index = index;
-    largest = std::max(largest, in.wire_size);
+    largest = std::max(largest, in.raw.wire_size);
     std::optional<Message> parsed;
     if (in_place && goes_in_place(in, here, engine_options.in_place_bytes, parsed)) {
       // Everything before it is written first.

@@ -51,12 +51,12 @@ class PlacedSink final : public FrameSink {
 
 // A frame passed as it is.
 Result<std::uint64_t> copy_frame(const Message& message, std::size_t index, MessageSink& out, std::uint64_t at) {
-  if (!frame_stored(message, index)) {
-    const Bytes& f = message.original_frames[index];
+  if (!message.raw.frames[index].is_stored()) {
+    const Bytes& f = message.raw.frames[index].bytes();
     if (Status s = out.write_at(at, f.span()); !s) return std::move(s).error();
     return f.size();
   }
-  auto in = frame_input(message, index);
+  auto in = message.raw.frame_input(index);
   std::uint64_t done = 0;
   while (done < in->size()) {
     auto p = in->read(done, std::size_t{256} << 10);
@@ -89,10 +89,10 @@ Result<std::uint64_t> transcode_message_in_place(const Message& in, const Transc
   if (!in_place_applies(in, options))
     return make_error(Errc::usage, "a handshake, or a message with frames no object claims before its last, "
                                    "is recoded whole");
-  const std::size_t n = in.original_frames.size();
+  const std::size_t n = in.raw.frames.size();
   std::vector<std::uint64_t> in_sizes(n);
   for (std::size_t i = 0; i < n; ++i) {
-    in_sizes[i] = frame_wire_size(in, i);
+    in_sizes[i] = in.raw.frames[i].size();
     report.bytes_in += in_sizes[i];
   }
 
@@ -135,7 +135,7 @@ Result<std::uint64_t> transcode_message_in_place(const Message& in, const Transc
     if (!objects.header_only(obj)) {
       whole[o] = true;
       for (std::size_t i = 0; i < obj.frames.size(); ++i) {
-        auto f = load_frame(in, obj.header_frame + 1 + i);
+        auto f = in.raw.load_frame(obj.header_frame + 1 + i);
         if (!f) return std::move(f).error().add_context(obj.path);
         obj.frames[i] = std::move(*f);
       }
@@ -158,7 +158,7 @@ Result<std::uint64_t> transcode_message_in_place(const Message& in, const Transc
       std::optional<std::uint64_t> size;
       if (target != Codec::none) {
         auto codec = codec_of((*codecs)[i]);
-        auto input = frame_input(in, obj.header_frame + 1 + i);
+        auto input = in.raw.frame_input(obj.header_frame + 1 + i);
         size = !codec ? std::nullopt
                : *codec == Codec::none ? std::optional<std::uint64_t>(input->size())
                                        : declared_of(*codec, *input);
@@ -260,7 +260,7 @@ Result<std::uint64_t> transcode_message_in_place(const Message& in, const Transc
         if (!k) return std::move(k).error().add_context(obj.path);
         size = *k;
       } else {
-        auto input = frame_input(in, index);
+        auto input = in.raw.frame_input(index);
         PlacedSink sink(out, data_at);
         auto entry = recode_frame(*input, entries[o][i], *options.codec, options, sink, report);
         if (!entry) return std::move(entry).error().add_context(obj.frame_label(i)).add_context(obj.path);

@@ -51,8 +51,8 @@ Result<ClassRef> read_class(ByteSpan type_serialized) {
 // for them (error_objects, for_each_error_bin: a tenth of a small message's
 // recode) are spared. The root is frame 0 decoded (parse_message).
 bool may_hold_errors(const Message& message) {
-  if (message.original_frames.empty()) return true;
-  const ByteSpan f0 = message.original_frames[0].span();
+  if (message.raw.frames.empty()) return true;
+  const ByteSpan f0 = message.raw.frames[0].bytes().span();
   constexpr std::string_view key = "exception";
   return f0.size() >= key.size() && ::memmem(f0.data(), f0.size(), key.data(), key.size()) != nullptr;
 }
@@ -594,8 +594,8 @@ class ObjectRecoder {
 // pickle protocol of `options` recodes: Dask's conventions put them there
 // by op and key (core/recode/internal/field_pickles.h).
 bool recodes_field_pickles(const Message& message, const TranscodeOptions& options) {
-  return options.pickle_protocol.has_value() && !message.is_handshake() && !message.original_frames.empty() &&
-         may_hold_field_pickles(message.original_frames[0].span());
+  return options.pickle_protocol.has_value() && !message.is_handshake() && !message.raw.frames.empty() &&
+         may_hold_field_pickles(message.raw.frames[0].bytes().span());
 }
 
 // The pickles frame 0 holds as bin, recoded in place: those of Dask's
@@ -670,17 +670,17 @@ Result<FrameRecode> frame_recode_for(const CompressionValue& entry, Codec target
 
 Result<std::vector<Bytes>> transcode_message(Message&& message, const TranscodeOptions& options,
                                              TranscodeReport& report) {
-  for (const Bytes& f : message.original_frames) report.bytes_in += f.size();
+  for (const WireFrame& f : message.raw.frames) report.bytes_in += f.size();
   if (options.is_identity()) {
-    for (const Bytes& f : message.original_frames) report.bytes_out += f.size();
-    return std::move(message.original_frames);
+    for (const WireFrame& f : message.raw.frames) report.bytes_out += f.size();
+    return message.raw.memory_frames();
   }
   const bool handshake = message.is_handshake();
   if (handshake) message.root = rewrite_handshake(message.root, options);
   // The exceptions and tracebacks of Dask's error messages are pickles
   // inside bytes (core/recode/internal/error_pickles.h).
   const bool error_pickles = options.pickle_protocol.has_value() && !handshake && may_hold_errors(message);
-  ObjectRecoder recoder(options, report, message.storage.get(),
+  ObjectRecoder recoder(options, report, message.raw.storage.get(),
                         error_pickles ? error_objects(message) : std::vector<std::pair<std::size_t, ErrorPart>>{});
   for (SubObject& obj : message.objects) {
     if (auto st = recoder.recode(obj); !st) return std::move(st).error().add_context(obj.path);
@@ -692,8 +692,8 @@ Result<std::vector<Bytes>> transcode_message(Message&& message, const TranscodeO
   root_changed |= *root;
   // Nothing was recoded: the message goes out as it came, byte for byte.
   if (!root_changed && !recoder.changed()) {
-    for (const Bytes& f : message.original_frames) report.bytes_out += f.size();
-    return std::move(message.original_frames);
+    for (const WireFrame& f : message.raw.frames) report.bytes_out += f.size();
+    return message.raw.memory_frames();
   }
   auto frames = assemble_message(message, /*root_unchanged=*/!root_changed);
   if (!frames) return frames;

@@ -236,14 +236,14 @@ std::optional<Bytes> MessageAssembler::next_piece() {
   return b;
 }
 
-Result<std::optional<AssembledMessage>> MessageAssembler::next() {
+Result<std::optional<RawMessage>> MessageAssembler::next() {
   if (!ready_.empty()) {
-    AssembledMessage m = std::move(ready_.front());
+    RawMessage m = std::move(ready_.front());
     ready_.pop_front();
-    return std::optional<AssembledMessage>(std::move(m));
+    return std::optional<RawMessage>(std::move(m));
   }
   if (error_) return *error_;
-  return std::optional<AssembledMessage>{};
+  return std::optional<RawMessage>{};
 }
 
 void MessageAssembler::advance() {
@@ -272,13 +272,13 @@ bool MessageAssembler::cut_from_chunk() {
     return false;
   }
   const Framed& framed = std::get<Framed>(*step);
-  AssembledMessage m;
+  RawMessage m;
   m.offset = offset_;
   m.wire_size = framed.wire_size;
   m.short_length = framed.short_length;
   m.frames.reserve(framed.frames.size());
   std::shared_ptr<const void> owner = chunk_;
-  for (ByteSpan f : framed.frames) m.frames.emplace_back(owner, f);
+  for (ByteSpan f : framed.frames) m.frames.emplace_back(Bytes(owner, f));
   ready_.push_back(std::move(m));
   begin_ += static_cast<std::size_t>(framed.wire_size);
   offset_ += framed.wire_size;
@@ -335,14 +335,14 @@ bool MessageAssembler::finish_large() {
     return false;
   }
   const Framed& framed = std::get<Framed>(*step);
-  AssembledMessage m;
+  RawMessage m;
   m.offset = offset_;
   m.wire_size = framed.wire_size;
   m.short_length = framed.short_length;
   m.storage = large_;
   m.frames.reserve(framed.frames.size());
   std::shared_ptr<const void> owner = large_;
-  for (ByteSpan f : framed.frames) m.frames.emplace_back(owner, f);
+  for (ByteSpan f : framed.frames) m.frames.emplace_back(Bytes(owner, f));
   ready_.push_back(std::move(m));
   offset_ += framed.wire_size;
   large_.reset();

@@ -66,20 +66,9 @@
 #include "daskcaps/base/limits.h"
 #include "daskcaps/base/page_buffer.h"
 #include "daskcaps/base/result.h"
+#include "daskcaps/wire/raw_message.h"
 
 namespace daskcaps {
-
-/// One whole message.
-struct AssembledMessage {
-  std::uint64_t offset = 0;     // stream offset of its first byte (the L field)
-  std::uint64_t wire_size = 0;  // bytes it occupied on the wire
-  bool short_length = false;    // L stopped at a frame boundary (2023.11+ writer)
-  std::vector<Bytes> frames;    // slices of the buffer it was read into
-  /// The message's own buffer when it had one (large messages), so that a
-  /// consumer may discard() the pages of frames it has finished with; null
-  /// for messages cut from the staging chunk.
-  std::shared_ptr<PageBuffer> storage;
-};
 
 class MessageAssembler {
  public:
@@ -122,7 +111,7 @@ class MessageAssembler {
 
   /// The next complete message, nullopt when more bytes are needed, or the
   /// stream's error (see above).
-  Result<std::optional<AssembledMessage>> next();
+  Result<std::optional<RawMessage>> next();
 
   /// The message in progress once its length table is in and it has its
   /// own buffer (it does not fit a staging chunk); nullopt otherwise, while
@@ -185,7 +174,7 @@ class MessageAssembler {
   std::uint64_t large_need_ = 0;   // bytes large_ must hold before it is decoded again
   std::uint64_t known_total_ = 0;  // wire size of the message in progress, once known
   std::uint64_t offset_ = 0;       // stream offset of chunk[begin_] (or of large_[0])
-  std::deque<AssembledMessage> ready_;
+  std::deque<RawMessage> ready_;
   std::optional<Error> error_;
   bool hold_ = false;
   // The streamed message (stream_rest()).

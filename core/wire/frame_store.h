@@ -5,12 +5,9 @@
 // measures them, `transcode` recodes them window by window), so that
 // memory follows a piece, not the message.
 //
-// A message with stored frames (Message::store, core/wire/message.h) holds
-// each stored frame as an empty Bytes in original_frames and in its
-// object's frames; Message::frame_sizes has every frame's real size.
-// Code that reads frames goes through frame_input() / load_frame() below;
-// code that wants the whole message in memory calls load_stored_frames()
-// first.
+// A stored frame is a WireFrame of the stored kind in its RawMessage
+// (core/wire/raw_message.h), which reads it through its store, in pieces
+// (frame_input) or whole (load_frame, load_stored_frames).
 #pragma once
 
 #include <cstdint>

@@ -59,69 +59,10 @@ std::vector<std::uint64_t> frame_offsets_for(std::uint64_t offset, std::span<con
   return out;
 }
 
-bool frame_stored(const Message& message, std::size_t index) {
-  return message.store != nullptr && index < message.frame_sizes.size() && index < message.original_frames.size() &&
-         message.original_frames[index].size() != message.frame_sizes[index];
-}
-
-std::uint64_t frame_wire_size(const Message& message, std::size_t index) {
-  if (message.store != nullptr && index < message.frame_sizes.size()) return message.frame_sizes[index];
-  return index < message.original_frames.size() ? message.original_frames[index].size() : 0;
-}
-
-std::unique_ptr<FrameInput> frame_input(const Message& message, std::size_t index) {
-  if (frame_stored(message, index))
-    return std::make_unique<StoredFrameInput>(message.store, index, message.frame_sizes[index]);
-  return std::make_unique<SpanFrameInput>(message.original_frames[index].span());
-}
-
-namespace {
-Status read_stored(const Message& message, std::size_t index, std::uint8_t* into) {
-  const std::uint64_t size = message.frame_sizes[index];
-  for (std::uint64_t at = 0; at < size;) {
-    auto got = message.store->read(index, at,
-                                   std::span<std::uint8_t>(into + at, static_cast<std::size_t>(size - at)));
-    if (!got) return std::move(got).error();
-    if (*got == 0) return make_error(Errc::io, "frame " + std::to_string(index) + " ended early in its file");
-    at += *got;
-  }
-  return ok_status();
-}
-}  // namespace
-
-Result<Bytes> load_frame(const Message& message, std::size_t index) {
-  if (!frame_stored(message, index)) return message.original_frames[index];
-  Buffer b = Buffer::uninitialised(static_cast<std::size_t>(message.frame_sizes[index]));
-  if (Status s = read_stored(message, index, b.data()); !s) return std::move(s).error();
-  return Bytes(std::move(b));
-}
-
 Status load_stored_frames(Message& message) {
-  if (message.store == nullptr) return ok_status();
-  std::uint64_t total = 0;
-  for (std::size_t i = 0; i < message.original_frames.size(); ++i)
-    if (frame_stored(message, i)) total += message.frame_sizes[i];
-  auto buffer = PageBuffer::reserve(static_cast<std::size_t>(std::max<std::uint64_t>(total, 1)));
-  if (!buffer) return std::move(buffer).error();
-  std::shared_ptr<PageBuffer> owner = std::move(*buffer);
-  owner->resize(static_cast<std::size_t>(total));
-  std::vector<Bytes> loaded(message.original_frames.size());
-  std::uint64_t at = 0;
-  for (std::size_t i = 0; i < message.original_frames.size(); ++i) {
-    if (!frame_stored(message, i)) {
-      loaded[i] = message.original_frames[i];
-      continue;
-    }
-    if (Status s = read_stored(message, i, owner->data() + at); !s) return s;
-    loaded[i] = bytes_of(owner, static_cast<std::size_t>(at), static_cast<std::size_t>(message.frame_sizes[i]));
-    at += message.frame_sizes[i];
-  }
+  if (Status s = message.raw.load_stored_frames(); !s) return s;
   for (SubObject& obj : message.objects)
-    for (std::size_t i = 0; i < obj.frames.size(); ++i) obj.frames[i] = loaded[obj.header_frame + 1 + i];
-  message.original_frames = std::move(loaded);
-  message.storage = std::move(owner);
-  message.store.reset();
-  message.frame_sizes.clear();
+    for (std::size_t i = 0; i < obj.frames.size(); ++i) obj.frames[i] = message.raw.frames[obj.header_frame + 1 + i].bytes();
   return ok_status();
 }
 
@@ -228,6 +169,11 @@ std::vector<std::pair<Placeholder, std::uint64_t>> placeholder_frames(const msgp
 
 Result<Message> parse_message(std::vector<Bytes> frames, const Limits& limits,
                               std::span<const std::uint64_t> frame_offsets) {
+  return parse_message(RawMessage::of(std::move(frames)), limits, frame_offsets);
+}
+
+Result<Message> parse_message(RawMessage raw, const Limits& limits, std::span<const std::uint64_t> frame_offsets) {
+  const std::vector<WireFrame>& frames = raw.frames;
   auto offset_of = [&](std::size_t i) -> std::uint64_t {
     return i < frame_offsets.size() ? frame_offsets[i] : kNoOffset;
   };
@@ -236,8 +182,14 @@ Result<Message> parse_message(std::vector<Bytes> frames, const Limits& limits,
   };
   if (frames.empty()) return make_error(Errc::bad_value, "message has no frames");
 
+  auto in_memory = [&](std::size_t i) -> Status {
+    if (!frames[i].is_stored()) return ok_status();
+    return make_error(Errc::bad_value, "frame " + std::to_string(i) + " is parsed but was left in its file",
+                      offset_of(i));
+  };
+  if (Status s = in_memory(0); !s) return std::move(s).error();
   Message msg;
-  auto root = msgpack::decode_all(frames[0], limits, base_of(0));
+  auto root = msgpack::decode_all(frames[0].bytes(), limits, base_of(0));
   if (!root) return std::move(root).error().add_context("frame 0");
   msg.root = std::move(*root);
 
@@ -262,7 +214,8 @@ Result<Message> parse_message(std::vector<Bytes> frames, const Limits& limits,
                         where + " points at frame " + std::to_string(k) +
                             ", which another object already holds",
                         offset_of(k));
-    auto header = msgpack::decode_all(frames[k], limits, base_of(k));
+    if (Status s = in_memory(k); !s) return std::move(s).error();
+    auto header = msgpack::decode_all(frames[k].bytes(), limits, base_of(k));
     if (!header) return std::move(header).error().add_context("frame " + std::to_string(k));
     if (!header->is_map())
       return make_error(Errc::bad_value,
@@ -296,13 +249,13 @@ Result<Message> parse_message(std::vector<Bytes> frames, const Limits& limits,
                           "frame " + std::to_string(i) + " belongs to two objects (" + where + ")",
                           offset_of(i));
       claimed[i] = true;
-      obj.frames.push_back(frames[i]);
+      obj.frames.push_back(frames[i].bytes());
     }
     msg.objects.push_back(std::move(obj));
   }
   for (std::size_t i = 1; i < frames.size(); ++i)
     if (!claimed[i]) msg.loose_frames.push_back(i);
-  msg.original_frames = std::move(frames);
+  msg.raw = std::move(raw);
   return msg;
 }
 
@@ -337,9 +290,9 @@ Result<std::vector<Bytes>> assemble_message(const Message& message, bool root_un
       return it != remap.end() && it->first == old ? it->second : old;
     });
     out.emplace_back(msgpack::encode(root));
-  } else if (root_unchanged && !message.original_frames.empty()) {
+  } else if (root_unchanged && !message.raw.frames.empty()) {
     // Dask's bytes as they came: encoding the same value gives them back.
-    out.push_back(message.original_frames[0]);
+    out.push_back(message.raw.frames[0].bytes());
   } else {
     out.emplace_back(msgpack::encode(message.root));
   }
@@ -348,9 +301,9 @@ Result<std::vector<Bytes>> assemble_message(const Message& message, bool root_un
     for (const Bytes& f : obj.frames) out.push_back(f);
   }
   for (std::size_t i : message.loose_frames) {
-    if (i >= message.original_frames.size())
+    if (i >= message.raw.frames.size())
       return make_error(Errc::internal, "loose frame index out of range");
-    out.push_back(message.original_frames[i]);
+    out.push_back(message.raw.frames[i].bytes());
   }
   return out;
 }

@@ -29,8 +29,8 @@
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/limits.h"
 #include "daskcaps/base/page_buffer.h"
-#include "daskcaps/wire/frame_store.h"
 #include "daskcaps/wire/msgpack.h"
+#include "daskcaps/wire/raw_message.h"
 #include "daskcaps/base/result.h"
 
 namespace daskcaps {
@@ -60,17 +60,11 @@ struct Message {
   msgpack::Value root;                // frame 0, decoded
   std::vector<SubObject> objects;     // ordered by header_frame
   std::vector<std::size_t> loose_frames;  // frames no placeholder claims
-  std::vector<Bytes> original_frames;     // as parsed (frame 0 first)
-  /// The buffer the frames were read into, when it was the message's own
-  /// (core/wire/assembler.h): a recoder may discard() the pages of a frame
-  /// it has decoded and will not read again.
-  std::shared_ptr<PageBuffer> storage;
-  /// Frames left in their file (core/wire/frame_store.h): null when every
-  /// frame is in memory. A stored frame is an empty Bytes in
-  /// original_frames and in its object's frames; `frame_sizes` then holds
-  /// every frame's size.
-  std::shared_ptr<const FrameStore> store;
-  std::vector<std::uint64_t> frame_sizes;
+  /// The message as parsed (core/wire/raw_message.h): its frames (frame 0
+  /// first), their buffer and store. A stored frame is read through
+  /// raw.frame_input() / raw.load_frame(); its object's entry in
+  /// SubObject::frames is then empty.
+  RawMessage raw;
 
   /// The "op" of frame 0 when it is a map with a string "op".
   std::optional<std::string> op() const;
@@ -84,10 +78,15 @@ struct Message {
 /// Decodes frame 0 and every sub-header, and binds each placeholder to its
 /// frames. `frame_offsets` (optional, one per frame) gives the absolute
 /// offset of each frame in the input so errors point at the right byte.
+/// Frame 0 and the sub-headers must be in memory (a stored one is
+/// Errc::bad_value).
 /// Errors: msgpack errors from frame 0 or a sub-header, Errc::length_out_of_range
 /// for an index or "num-sub-frames" outside the message or overlapping
 /// another object, Errc::bad_value for a sub-header that is not a map or
 /// lacks an integer "num-sub-frames".
+Result<Message> parse_message(RawMessage raw, const Limits& limits = {},
+                              std::span<const std::uint64_t> frame_offsets = {});
+/// The same for frames in memory (RawMessage::of(frames)).
 Result<Message> parse_message(std::vector<Bytes> frames, const Limits& limits = {},
                               std::span<const std::uint64_t> frame_offsets = {});
 
@@ -111,19 +110,9 @@ Bytes encode_sub_header(const SubObject& obj);
 std::vector<std::uint64_t> frame_offsets_for(std::uint64_t offset, std::span<const Bytes> frames);
 std::vector<std::uint64_t> frame_offsets_for(std::uint64_t offset, std::span<const std::uint64_t> sizes);
 
-// Frames wherever they are (in memory, or in the message's store); `index`
-// is a frame's absolute index in the message.
-
-/// True when frame `index` is in the store, not in memory.
-bool frame_stored(const Message& message, std::size_t index);
-/// The frame's size on the wire.
-std::uint64_t frame_wire_size(const Message& message, std::size_t index);
-/// The frame, to read in pieces.
-std::unique_ptr<FrameInput> frame_input(const Message& message, std::size_t index);
-/// The frame in memory: itself, or read whole from the store.
-Result<Bytes> load_frame(const Message& message, std::size_t index);
-/// Reads every stored frame into memory (into one buffer); the message is
-/// then like one read whole, with no store.
+/// Reads every stored frame into memory (RawMessage::load_stored_frames)
+/// and gives each object its frames' bytes; the message is then like one
+/// read whole, with no store.
 Status load_stored_frames(Message& message);
 
 }  // namespace daskcaps

@@ -91,12 +91,12 @@ int main(int argc, char** argv) {
     if (!next) return fail(input, next.error());
     if (!*next) break;
     daskcaps::formats::SourceMessage& sm = **next;
-    auto parsed = daskcaps::parse_message(sm.frames, limits);
+    auto parsed = daskcaps::parse_message(sm.raw, limits);
     if (!parsed) return fail(input + ": message " + std::to_string(sm.index), parsed.error());
     std::printf("message %zu @%llu: %zu frames, %llu bytes: %s, %zu objects\n", sm.index,
-                static_cast<unsigned long long>(sm.offset), sm.frames.size(),
-                static_cast<unsigned long long>(sm.wire_size), what(*parsed).c_str(), parsed->objects.size());
-    if (!messages.empty() && sm.wire_size > messages[largest].source.wire_size) largest = messages.size();
+                static_cast<unsigned long long>(sm.raw.offset), sm.raw.frames.size(),
+                static_cast<unsigned long long>(sm.raw.wire_size), what(*parsed).c_str(), parsed->objects.size());
+    if (!messages.empty() && sm.raw.wire_size > messages[largest].source.raw.wire_size) largest = messages.size();
     messages.push_back({std::move(sm), std::move(*parsed)});
   }
   std::printf("%s: %s, %zu messages\n", input.c_str(),
@@ -129,8 +129,8 @@ int main(int argc, char** argv) {
   const std::uint64_t out_bytes = daskcaps::message_wire_size(*frames);
   std::printf("recoded message %zu: %zu -> %zu frames, %llu -> %llu bytes; %zu frames recompressed, "
               "%zu pickles recoded, %zu buffers inlined, %zu arrays converted\n",
-              chosen.source.index, chosen.source.frames.size(), frames->size(),
-              static_cast<unsigned long long>(chosen.source.wire_size), static_cast<unsigned long long>(out_bytes),
+              chosen.source.index, chosen.source.raw.frames.size(), frames->size(),
+              static_cast<unsigned long long>(chosen.source.raw.wire_size), static_cast<unsigned long long>(out_bytes),
               report.frames_recompressed, report.pickles_recoded, report.buffers_inlined, report.arrays_converted);
   for (const std::string& u : report.unconvertible) std::printf("  left as it is: %s\n", u.c_str());
 

@@ -121,7 +121,7 @@ Result<std::size_t> RawStreamReader::read_some(std::span<std::uint8_t> into) {
   }
 }
 
-Result<StreamMessage> RawStreamReader::stored_message(const MessageAssembler::Partial& p) {
+Result<RawMessage> RawStreamReader::stored_message(const MessageAssembler::Partial& p) {
   const std::size_t n = p.lengths.size();
   std::vector<std::uint64_t> starts(n);
   std::uint64_t at = p.offset + prelude_size(n);
@@ -139,23 +139,23 @@ Result<StreamMessage> RawStreamReader::stored_message(const MessageAssembler::Pa
       return make_error(Errc::truncated, "the file ends inside frame " + std::to_string(i), starts[i] + *got);
     return Bytes(std::move(b));
   };
-  StreamMessage msg;
+  RawMessage msg;
   msg.offset = p.offset;
   msg.wire_size = p.wire_size;
   std::uint64_t declared = 0;
   std::memcpy(&declared, p.have.data(), 8);
   msg.short_length = declared != p.wire_size - 8;
-  msg.frames.resize(n);
-  msg.frame_sizes = p.lengths;
+  msg.frames.reserve(n);
+  for (std::uint64_t length : p.lengths) msg.frames.push_back(WireFrame::stored(length));
   if (n > 0) {
     // Frame 0, then the sub-headers its placeholders name; a frame 0 that
     // does not decode is left to the parser to report.
     auto f0 = load(0);
     if (!f0) return std::move(f0).error();
     msg.frames[0] = std::move(*f0);
-    if (auto root = msgpack::decode_all(msg.frames[0].span(), limits_, starts[0])) {
+    if (auto root = msgpack::decode_all(msg.frames[0].bytes().span(), limits_, starts[0])) {
       for (const auto& [kind, k] : placeholder_frames(*root)) {
-        if (k == 0 || k >= n || !msg.frames[static_cast<std::size_t>(k)].empty()) continue;
+        if (k == 0 || k >= n || !msg.frames[static_cast<std::size_t>(k)].is_stored()) continue;
         auto h = load(static_cast<std::size_t>(k));
         if (!h) return std::move(h).error();
         msg.frames[static_cast<std::size_t>(k)] = std::move(*h);
@@ -176,9 +176,9 @@ bool RawStreamReader::sniff(ByteSpan first_bytes, const Limits& limits) {
   return plausible_prelude(first_bytes, limits, limits.max_frames);
 }
 
-Result<std::optional<StreamMessage>> RawStreamReader::next() {
+Result<std::optional<RawMessage>> RawStreamReader::next() {
   if (failed_) return make_error(Errc::internal, "reader used after an error", offset());
-  auto fail = [&](Error e) -> Result<std::optional<StreamMessage>> {
+  auto fail = [&](Error e) -> Result<std::optional<RawMessage>> {
     failed_ = true;
     return e.add_context("message " + std::to_string(index_));
   };
@@ -186,25 +186,19 @@ Result<std::optional<StreamMessage>> RawStreamReader::next() {
     auto m = assembler_.next();
     if (!m) return fail(std::move(m).error());
     if (*m) {
-      StreamMessage msg;
-      msg.offset = (*m)->offset;
-      msg.wire_size = (*m)->wire_size;
-      msg.short_length = (*m)->short_length;
-      msg.frames = std::move((*m)->frames);
-      msg.storage = std::move((*m)->storage);
       ++index_;
-      return std::optional<StreamMessage>(std::move(msg));
+      return std::move(*m);
     }
     if (store_bytes_ > 0 && assembler_.expected() >= store_bytes_) {
       if (auto p = assembler_.partial()) {
         auto msg = stored_message(*p);
         if (!msg) return fail(std::move(msg).error());
         ++index_;
-        return std::optional<StreamMessage>(std::move(*msg));
+        return std::optional<RawMessage>(std::move(*msg));
       }
     }
     if (eof_) {
-      if (assembler_.at_boundary()) return std::optional<StreamMessage>{};
+      if (assembler_.at_boundary()) return std::optional<RawMessage>{};
       const std::uint64_t want = assembler_.expected();
       return fail(make_error(Errc::truncated,
                              "ends after " + std::to_string(assembler_.buffered()) + " of " +

@@ -47,7 +47,7 @@ class RawStreamReader {
   RawStreamReader& operator=(const RawStreamReader&) = delete;
 
   /// The next message, nullopt at a clean end of file, or an error.
-  Result<std::optional<StreamMessage>> next();
+  Result<std::optional<RawMessage>> next();
   /// Index the next message will get (0-based).
   std::size_t next_index() const { return index_; }
   /// Offset of the first byte not yet handed out in a message.
@@ -63,7 +63,7 @@ class RawStreamReader {
   RawStreamReader(int fd, bool owned, std::optional<std::uint64_t> size, const Limits& limits,
                   std::uint64_t store_bytes);
   Result<std::size_t> read_some(std::span<std::uint8_t> into);
-  Result<StreamMessage> stored_message(const MessageAssembler::Partial& p);
+  Result<RawMessage> stored_message(const MessageAssembler::Partial& p);
 
   std::shared_ptr<File> file_;  // shared with the stores of stored messages
   int fd_;

@@ -226,7 +226,7 @@ py::list recode(const py::object& frames_arg, const py::object& codec, const py:
     std::vector<Bytes> frames = in.bytes();
     // What the command's reader checks of every message it reads.
     if (auto st = check_frames(frames, options.limits); !st) return std::move(st).error();
-    return recode_message(std::move(frames), options, report, passed_through);
+    return recode_message(RawMessage::of(std::move(frames)), options, report, passed_through);
   }();
   if (!out) raise(std::move(out).error());
   return in.to_python(*out);

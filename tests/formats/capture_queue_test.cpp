@@ -71,8 +71,8 @@ TEST_CASE("capture_queue: what is queued is written in order, pieces of a messag
   const Read r = read_back(path);
   REQUIRE(r.messages.size() == 3);
   CHECK(r.messages[0].connection == 0);
-  CHECK(r.messages[0].message.wire_size == big.size());
-  CHECK(r.messages[0].message.frames[1].size() == 300000);
+  CHECK(r.messages[0].message.raw.wire_size == big.size());
+  CHECK(r.messages[0].message.raw.frames[1].size() == 300000);
   CHECK(r.messages[1].connection == 1);
   CHECK(r.messages[1].direction == Direction::server_to_client);
   CHECK(r.messages[2].connection == 0);
@@ -112,8 +112,8 @@ TEST_CASE("capture_queue: a full queue drops, says so once, leaves a gap and res
 
   const Read r = read_back(path);
   REQUIRE(r.messages.size() == 2);
-  CHECK(r.messages[0].message.frames[1].size() == 100);
-  CHECK(r.messages[1].message.frames[1].size() == 40);
+  CHECK(r.messages[0].message.raw.frames[1].size() == 100);
+  CHECK(r.messages[1].message.raw.frames[1].size() == 40);
   REQUIRE(r.connections.size() == 1);
   CHECK(r.connections[0].lost[0] == m2.size() + 10);  // the gap, where the dropped bytes were
   std::filesystem::remove(path);

@@ -53,7 +53,7 @@ Result_ read_capture(ByteSpan file, const CaptureOptions& options = {}, const Li
 }
 
 Buffer wire_of(const CaptureMessage& m) {
-  return encode_message(std::span<const Bytes>(m.message.frames));
+  return encode_message(std::span<const Bytes>(m.message.raw.memory_frames()));
 }
 
 std::vector<Buffer> wires(const Result_& r, std::size_t conn, Direction d) {

@@ -42,8 +42,8 @@ TEST_CASE("message_stream: one byte at a time gives the same messages") {
     for (auto& m : drain(x)) got.push_back(std::move(m));
   }
   REQUIRE(got.size() == 3);
-  CHECK(got[1].offset == message("a", 10).size());
-  CHECK(got[2].frames[0].size() > 0);
+  CHECK(got[1].raw.offset == message("a", 10).size());
+  CHECK(got[2].raw.frames[0].size() > 0);
   CHECK(x.buffered() == 0);
   CHECK(x.skipped_total() == 0);
 }
@@ -56,7 +56,7 @@ TEST_CASE("message_stream: a stream that starts mid-message resynchronises") {
   auto got = drain(x);
   REQUIRE(got.size() == 2);
   CHECK(got[0].skipped_before == first.size() - 37);
-  CHECK(got[0].offset == first.size() - 37);
+  CHECK(got[0].raw.offset == first.size() - 37);
 }
 
 TEST_CASE("message_stream: a gap drops the partial message and resyncs") {
@@ -70,7 +70,7 @@ TEST_CASE("message_stream: a gap drops the partial message and resyncs") {
   auto got = drain(x);
   REQUIRE(got.size() == 2);
   CHECK(got[1].skipped_before == b.size());
-  CHECK(got[1].offset == a.size() + b.size());
+  CHECK(got[1].raw.offset == a.size() + b.size());
 }
 
 TEST_CASE("message_stream: garbage in sync is an error with its offset") {
@@ -119,7 +119,7 @@ TEST_CASE("message_stream: out of sync from the start, a first candidate that fa
   x.push(s);
   auto got = drain(x);
   REQUIRE(got.size() == 1);
-  CHECK(got[0].offset == junk);
+  CHECK(got[0].raw.offset == junk);
   CHECK(got[0].skipped_before == junk);
   // In sync from the start, the same bytes stay an error.
   MessageExtractor strict(limits, true);

@@ -62,10 +62,10 @@ TEST_CASE("pcapng_writer: flows read back as connections with their messages, in
   CHECK(got[0].connection == 0);
   CHECK(got[0].direction == Direction::client_to_server);
   CHECK(got[0].at_stream_start());
-  CHECK(got[0].message.wire_size == big.size());
-  CHECK(got[0].message.frames[1].size() == 200000);
+  CHECK(got[0].message.raw.wire_size == big.size());
+  CHECK(got[0].message.raw.frames[1].size() == 200000);
   CHECK(got[1].direction == Direction::server_to_client);
-  CHECK(got[1].message.wire_size == small.size());
+  CHECK(got[1].message.raw.wire_size == small.size());
   CHECK(got[2].connection == 1);
   const auto& conns = (*reader)->connections();
   REQUIRE(conns.size() == 2);

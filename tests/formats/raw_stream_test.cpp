@@ -123,32 +123,31 @@ TEST_CASE("raw_stream: a large message is read from its head, its other frames l
   auto b = (*r)->next();
   REQUIRE(b);
   REQUIRE(*b);
-  const StreamMessage& m = **b;
+  const RawMessage& m = **b;
   REQUIRE(m.store);
   CHECK(m.offset == big_at);
   CHECK(m.wire_size == big.size());
-  CHECK(m.frame_sizes == std::vector<std::uint64_t>{m.frames[0].size(), m.frames[1].size(), 300000, 700000});
-  CHECK(!m.frames[0].empty());
-  CHECK(!m.frames[1].empty());  // the sub-header
-  CHECK(m.frames[2].empty());
-  CHECK(m.frames[3].empty());
+  CHECK(m.sizes() == std::vector<std::uint64_t>{m.frames[0].size(), m.frames[1].size(), 300000, 700000});
+  CHECK(!m.frames[0].is_stored());
+  CHECK(!m.frames[1].is_stored());  // the sub-header
+  CHECK(m.frames[2].is_stored());
+  CHECK(m.frames[3].is_stored());
   // The stored frames read back, in pieces and whole.
   Buffer piece = Buffer::uninitialised(1000);
   auto got = m.store->read(3, 123456, piece);
   REQUIRE(got);
   CHECK(*got == 1000);
   CHECK(std::equal(piece.begin(), piece.end(), big1.begin() + 123456));
-  auto parsed = parse_message(m.frames, {});
+  auto parsed = parse_message(m, {});
   REQUIRE(parsed);
-  parsed->store = m.store;
-  parsed->frame_sizes = m.frame_sizes;
-  CHECK(frame_stored(*parsed, 3));
-  CHECK(frame_wire_size(*parsed, 3) == 700000);
-  auto whole = load_frame(*parsed, 3);
+  CHECK(parsed->raw.frames[3].is_stored());
+  CHECK(parsed->raw.frames[3].size() == 700000);
+  auto whole = parsed->raw.load_frame(3);
   REQUIRE(whole);
   CHECK(*whole == Bytes::copy_of(big1));
   REQUIRE(load_stored_frames(*parsed));
-  CHECK(!parsed->store);
+  CHECK(!parsed->raw.store);
+  CHECK(!parsed->raw.any_stored());
   CHECK(parsed->objects[0].frames[0] == Bytes::copy_of(big0));
   CHECK(parsed->objects[0].frames[1] == Bytes::copy_of(big1));
   // The reader goes on after it.

@@ -75,7 +75,7 @@ Run reassemble(const std::vector<Segment>& segs, const ReassemblyOptions& option
 
 // Frame 0 of a message as its msgpack "op" (or "handshake").
 std::string op_of(const CaptureMessage& m) {
-  auto v = msgpack::decode_all(m.message.frames.at(0));
+  auto v = msgpack::decode_all(m.message.raw.frames.at(0).bytes());
   REQUIRE(v);
   if (const auto* op = v->find("op")) return op->as_str();
   if (v->find("pickle-protocol")) return "handshake";
@@ -301,7 +301,7 @@ TEST_CASE("tcp_reassembly: a conversation gives handshakes and messages per dire
   CHECK(r.messages[1].at_stream_start());
   CHECK(!r.messages[2].at_stream_start());
   CHECK(r.messages[2].index == 1);
-  CHECK(r.messages[4].message.offset == dask_handshake().size());
+  CHECK(r.messages[4].message.raw.offset == dask_handshake().size());
 }
 
 TEST_CASE("tcp_reassembly: messages come out as soon as their last byte is in") {
@@ -400,7 +400,7 @@ TEST_CASE("tcp_reassembly: a capture that starts mid-stream resynchronises") {
     if (m.direction == c2s) after = &m;
   REQUIRE(after != nullptr);
   CHECK(after->message.skipped_before == partial.size() - 500);
-  CHECK(after->message.offset == partial.size() - 500);
+  CHECK(after->message.raw.offset == partial.size() - 500);
   CHECK(!after->at_stream_start());
   CHECK(r.connections[0].skipped[0] == partial.size() - 500);
   CHECK(r.connections[0].lost[0] == 0);

@@ -82,13 +82,13 @@ bool same_frames(const std::vector<Bytes>& got, const std::vector<ByteSpan>& wan
 /// The message `m` must decode on its own from `region` (the stream bytes
 /// it claims, starting at its first byte) to the same frames.
 void check_decodes_at(const StreamMessage& m, ByteSpan region, const Limits& limits) {
-  FUZZ_CHECK(m.wire_size <= region.size());
-  auto step = decode_frames(region.subspan(0, m.wire_size), limits, m.offset);
+  FUZZ_CHECK(m.raw.wire_size <= region.size());
+  auto step = decode_frames(region.subspan(0, m.raw.wire_size), limits, m.raw.offset);
   FUZZ_CHECK(step.ok());
   const Framed* f = std::get_if<Framed>(&*step);
   FUZZ_CHECK(f != nullptr);
-  FUZZ_CHECK(f->wire_size == m.wire_size);
-  FUZZ_CHECK(same_frames(m.frames, f->frames));
+  FUZZ_CHECK(f->wire_size == m.raw.wire_size);
+  FUZZ_CHECK(same_frames(m.raw.memory_frames(), f->frames));
 }
 
 /// Feeds `stream` to `x` in chunks (with a gap of `gap_count` bytes at
@@ -151,10 +151,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     Fed got = feed(x, stream, ctl.byte(0), 0, 0);
     FUZZ_CHECK(got.messages.size() == ref.messages.size());
     for (std::size_t i = 0; i < ref.messages.size(); ++i) {
-      FUZZ_CHECK(got.messages[i].offset == ref.messages[i].offset);
-      FUZZ_CHECK(got.messages[i].wire_size == ref.messages[i].wire_size);
+      FUZZ_CHECK(got.messages[i].raw.offset == ref.messages[i].offset);
+      FUZZ_CHECK(got.messages[i].raw.wire_size == ref.messages[i].wire_size);
       FUZZ_CHECK(got.messages[i].skipped_before == 0);
-      FUZZ_CHECK(same_frames(got.messages[i].frames, ref.messages[i].frames));
+      FUZZ_CHECK(same_frames(got.messages[i].raw.memory_frames(), ref.messages[i].frames));
     }
     FUZZ_CHECK(got.error.has_value() == ref.error.has_value());
     if (ref.error) {
@@ -178,10 +178,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(!got.error);  // resynchronising skips, it never fails
     std::uint64_t expect = 0;
     for (const StreamMessage& m : got.messages) {
-      FUZZ_CHECK(m.offset == expect + m.skipped_before);
-      FUZZ_CHECK(m.offset <= stream.size());
-      check_decodes_at(m, stream.subspan(m.offset), limits);
-      expect = m.offset + m.wire_size;
+      FUZZ_CHECK(m.raw.offset == expect + m.skipped_before);
+      FUZZ_CHECK(m.raw.offset <= stream.size());
+      check_decodes_at(m, stream.subspan(m.raw.offset), limits);
+      expect = m.raw.offset + m.raw.wire_size;
     }
     FUZZ_CHECK(x.offset() + x.buffered() == stream.size());
     FUZZ_CHECK(x.offset() >= expect);
@@ -195,17 +195,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     Fed got = feed(x, stream, static_cast<std::uint8_t>(ctl.byte(0) + 1), gap_at, gap_count);
     std::uint64_t expect = 0;
     for (const StreamMessage& m : got.messages) {
-      FUZZ_CHECK(m.offset >= expect);
-      if (m.offset < gap_at) {
-        FUZZ_CHECK(m.wire_size <= gap_at - m.offset);  // wholly before the hole
-        check_decodes_at(m, stream.subspan(m.offset, gap_at - m.offset), limits);
+      FUZZ_CHECK(m.raw.offset >= expect);
+      if (m.raw.offset < gap_at) {
+        FUZZ_CHECK(m.raw.wire_size <= gap_at - m.raw.offset);  // wholly before the hole
+        check_decodes_at(m, stream.subspan(m.raw.offset, gap_at - m.raw.offset), limits);
       } else {
-        FUZZ_CHECK(m.offset >= gap_at + gap_count);  // wholly after it
-        const std::uint64_t at = m.offset - gap_count;
+        FUZZ_CHECK(m.raw.offset >= gap_at + gap_count);  // wholly after it
+        const std::uint64_t at = m.raw.offset - gap_count;
         FUZZ_CHECK(at <= stream.size());
         check_decodes_at(m, stream.subspan(at), limits);
       }
-      expect = m.offset + m.wire_size;
+      expect = m.raw.offset + m.raw.wire_size;
     }
     if (got.error) FUZZ_CHECK(got.error->offset <= gap_at || got.error->offset == kNoOffset);
   }

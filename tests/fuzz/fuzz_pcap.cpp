@@ -52,7 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!*m) break;
     const CaptureMessage& cm = **m;
     FUZZ_CHECK(cm.connection < r.connections().size());
-    FUZZ_CHECK(!cm.message.frames.empty());
+    FUZZ_CHECK(!cm.message.raw.frames.empty());
     std::uint64_t& want = next_index[{cm.connection, static_cast<int>(cm.direction)}];
     FUZZ_CHECK(cm.index == want);
     ++want;

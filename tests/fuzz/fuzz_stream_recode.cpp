@@ -74,13 +74,12 @@ class Store final : public FrameStore {
 
 Message stored(const Message& m) {
   Message out = m;
-  out.store = std::make_shared<Store>(m.original_frames);
-  for (const Bytes& f : m.original_frames) out.frame_sizes.push_back(f.size());
-  std::vector<bool> header(m.original_frames.size(), false);
+  out.raw.store = std::make_shared<Store>(m.raw.memory_frames());
+  std::vector<bool> header(m.raw.frames.size(), false);
   if (!header.empty()) header[0] = true;
   for (const SubObject& o : m.objects) header[o.header_frame] = true;
-  for (std::size_t i = 0; i < out.original_frames.size(); ++i)
-    if (!header[i]) out.original_frames[i] = Bytes();
+  for (std::size_t i = 0; i < out.raw.frames.size(); ++i)
+    if (!header[i]) out.raw.frames[i] = WireFrame::stored(m.raw.frames[i].size());
   for (SubObject& o : out.objects)
     for (Bytes& f : o.frames) f = Bytes();
   return out;

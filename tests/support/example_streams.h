@@ -37,7 +37,7 @@ inline std::vector<ExampleMessage> example_messages(const std::string& name) {
     auto m = (*reader)->next();
     REQUIRE_MESSAGE(m, name);
     if (!*m) break;
-    out.push_back({(*m)->offset, std::move((*m)->frames)});
+    out.push_back({(*m)->offset, (*m)->memory_frames()});
   }
   return out;
 }

@@ -30,13 +30,12 @@ class MemoryStore final : public daskcaps::FrameStore {
 /// `m` with every frame but frame 0 and the sub-headers stored.
 inline daskcaps::Message stored(const daskcaps::Message& m) {
   daskcaps::Message out = m;
-  out.store = std::make_shared<MemoryStore>(m.original_frames);
-  for (const daskcaps::Bytes& f : m.original_frames) out.frame_sizes.push_back(f.size());
-  std::vector<bool> header(m.original_frames.size(), false);
+  out.raw.store = std::make_shared<MemoryStore>(m.raw.memory_frames());
+  std::vector<bool> header(m.raw.frames.size(), false);
   if (!header.empty()) header[0] = true;
   for (const daskcaps::SubObject& o : m.objects) header[o.header_frame] = true;
-  for (std::size_t i = 0; i < out.original_frames.size(); ++i)
-    if (!header[i]) out.original_frames[i] = daskcaps::Bytes();
+  for (std::size_t i = 0; i < out.raw.frames.size(); ++i)
+    if (!header[i]) out.raw.frames[i] = daskcaps::WireFrame::stored(m.raw.frames[i].size());
   for (daskcaps::SubObject& o : out.objects)
     for (daskcaps::Bytes& f : o.frames) f = daskcaps::Bytes();
   return out;

@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
         out.open(raw_dir + "/conn" + std::to_string(m.connection) + "-" +
                      std::string(to_string(m.direction)) + ".bin",
                  std::ios::binary);
-      const Buffer bytes = encode_message(std::span<const Bytes>(m.message.frames));
+      const Buffer bytes = encode_message(std::span<const Bytes>(m.message.raw.memory_frames()));
       out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
       if (!out) {
         std::cerr << "capture_dump: cannot write to " << raw_dir << '\n';
@@ -160,16 +160,16 @@ int main(int argc, char** argv) {
            {"direction", std::string(to_string(m.direction))},
            {"index", m.index},
            {"timestamp", m.timestamp},
-           {"offset", m.message.offset},
-           {"wire_size", m.message.wire_size},
+           {"offset", m.message.raw.offset},
+           {"wire_size", m.message.raw.wire_size},
            {"skipped_before", m.message.skipped_before},
            {"at_stream_start", m.at_stream_start()}};
     Json sizes = Json::array();
-    for (const auto& f : m.message.frames) sizes.push_back(f.size());
+    for (const auto& f : m.message.raw.memory_frames()) sizes.push_back(f.size());
     j["frames"] = sizes;
     j["op"] = nullptr;
-    if (!m.message.frames.empty()) {
-      auto v = msgpack::decode_all(m.message.frames[0], limits);
+    if (!m.message.raw.frames.empty()) {
+      auto v = msgpack::decode_all(m.message.raw.frames[0].bytes(), limits);
       if (!v) {
         j["frame0_error"] = v.error().message();
       } else {
@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
           add_op(*v);
         }
         j["ops"] = ops;
-        if (m.message.frames[0].size() < 4096) j["frame0"] = to_json(*v);
+        if (m.message.raw.frames[0].size() < 4096) j["frame0"] = to_json(*v);
       }
     }
     print(j);

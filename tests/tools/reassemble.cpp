@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
       return 3;
     }
     if (!*next) break;
-    auto msg = parse_message(std::move((*next)->frames));
+    auto msg = parse_message(std::move(**next));
     if (!msg) {
       std::fprintf(stderr, "reassemble: %s\n", msg.error().message().c_str());
       return 3;

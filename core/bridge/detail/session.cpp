@@ -190,19 +190,22 @@ void Session::process_messages(Side& s) {
       if (start_cut(s)) continue;
       break;
     }
-    AssembledMessage& msg = **m;
+    RawMessage& msg = **m;
     ++s.read_index;
     BridgeStats& st = bridge_.stats_;
     ++st.messages[static_cast<int>(s.leg)][static_cast<int>(Flow::to_bridge)];
     st.bytes[static_cast<int>(s.leg)][static_cast<int>(Flow::to_bridge)] += msg.wire_size;
     const bool capturing = bridge_.observer_.wants_bytes();
-    if (capturing) observe(s.leg, Flow::to_bridge, prelude_of(msg.frames), msg.frames);
+    if (capturing) {
+      const std::vector<Bytes> frames = msg.memory_frames();
+      observe(s.leg, Flow::to_bridge, prelude_of(frames), frames);
+    }
     if (!s.handshake) {
       if (!take_handshake(s, std::move(msg))) return;
       continue;
     }
     if (s.leg == Leg::client && !noted_direct_ && !msg.frames.empty()) {
-      if (auto op = direct_transfer_op(msg.frames[0], bridge_.options_.recode.limits)) {
+      if (auto op = direct_transfer_op(msg.frames[0].bytes(), bridge_.options_.recode.limits)) {
         noted_direct_ = true;
         log("info: the client sent " + *op + "; Dask clients send it before they move data to or from workers "
             "directly (direct_to_workers=True, scatter(direct=True)), and such transfers go to the workers' own "
@@ -211,12 +214,10 @@ void Session::process_messages(Side& s) {
     }
     RecodeEngine::Input in;
     in.tag = s.read_index;
-    in.offset = msg.offset;
-    in.wire_size = msg.wire_size;
-    in.frames = std::move(msg.frames);
+    in.raw = std::move(msg);
     // A capture holds the frames until its thread has written them: the
     // recoder must not discard their pages.
-    if (!capturing) in.storage = std::move(msg.storage);
+    if (capturing) in.raw.storage.reset();
     ++s.in_flight;
     const bool last = s.finish_one;
     s.finish_one = false;
@@ -387,11 +388,11 @@ bool Session::retry_pending() {
 
 // ---- handshakes ----------------------------------------------------------------
 
-bool Session::take_handshake(Side& s, AssembledMessage&& m) {
+bool Session::take_handshake(Side& s, RawMessage&& m) {
   const Limits& limits = bridge_.options_.recode.limits;
   std::optional<Handshake> h;
   if (m.frames.size() == 1) {
-    auto v = msgpack::decode_all(m.frames[0].span(), limits, m.offset + prelude_size(1));
+    auto v = msgpack::decode_all(m.frames[0].bytes().span(), limits, m.offset + prelude_size(1));
     if (v && v->is_map() && v->find("op") == nullptr) {
       auto parsed = handshake_from_peer(*v, limits);
       if (parsed && parsed->missing_keys().empty()) h = std::move(*parsed);

@@ -111,7 +111,7 @@ class Session {
   bool pump_cut(Side& s);
   void abort_cut(Side& s, const std::string& why);
   void send_pieces(Side& to, std::vector<Bytes>& pieces, bool message_start);
-  bool take_handshake(Side& s, AssembledMessage&& m);
+  bool take_handshake(Side& s, RawMessage&& m);
   void open_streams();
   void open_link(Side& to, const Delivery& plan, TranscodeOptions& options);
   void observe_link(Side& to, std::uint64_t bytes_sent);

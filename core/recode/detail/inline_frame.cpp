@@ -25,7 +25,7 @@ Status run_joined(const Message& in, const Joined& j, std::uint64_t from, std::u
   for (std::size_t i = 0; i < j.frames.size() && pos < end; pos += j.sizes[i], ++i) {
     const std::uint64_t d = j.sizes[i];
     if (pos + d <= from) continue;
-    auto input = frame_input(in, j.frames[i]);
+    auto input = in.raw.frame_input(j.frames[i]);
     const std::uint64_t lo = std::max(from, pos) - pos, hi = std::min(end, pos + d) - pos;
     if (!j.entries[i].compresses()) {
       for (std::uint64_t at = lo; at < hi;) {
@@ -67,7 +67,7 @@ Status run_joined(const Message& in, const Joined& j, std::uint64_t from, std::u
 // whole, which reports what is wrong).
 std::optional<std::uint64_t> decoded_size(const Message& in, std::size_t index, const CompressionValue& entry,
                                           const TranscodeOptions& opt) {
-  auto input = frame_input(in, index);
+  auto input = in.raw.frame_input(index);
   if (!entry.compresses()) return input->size();
   auto codec = codec_of(entry);
   if (!codec) return std::nullopt;

@@ -60,11 +60,12 @@ std::uint64_t OrderedPool::inflight_bytes() const {
 }
 
 OrderedPool::Submitted OrderedPool::enqueue(StreamId id, Input& input, bool wait) {
-  if (input.wire_size == 0) {
-    input.wire_size = prelude_size(input.frames.size());
-    for (const Bytes& f : input.frames) input.wire_size += f.size();
+  RawMessage& raw = input.raw;
+  if (raw.wire_size == 0) {
+    raw.wire_size = prelude_size(raw.frames.size());
+    for (const WireFrame& f : raw.frames) raw.wire_size += f.size();
   }
-  const std::uint64_t size = input.wire_size;
+  const std::uint64_t size = raw.wire_size;
   std::unique_lock<std::mutex> lock(mu_);
   auto it = streams_.find(id);
   if (it == streams_.end() || it->second->cancelled) return Submitted::closed;
@@ -169,7 +170,7 @@ OrderedPool::Output OrderedPool::run_one(const Stream& s, std::uint64_t seq, Inp
   out.tag = input.tag;
   out.index = input.index;
   out.seq = seq;
-  out.wire_size = input.wire_size;
+  out.wire_size = input.raw.wire_size;
   run_(s.options.transcode, input, out);
   return out;
 }

@@ -145,7 +145,7 @@ Result<CutVerdict> plan_cut_through(std::uint64_t offset, std::span<const std::u
     if (out.decoder) out.out_lengths[start] = out.decoder->output_size();
     out.changed = true;
   } else {
-    for (std::size_t j = 0; j < start; ++j) out.head.push_back(message->original_frames[j]);
+    for (std::size_t j = 0; j < start; ++j) out.head.push_back(message->raw.frames[j].bytes());
     out.out_lengths = out.in_lengths;
   }
   return CutVerdict(std::move(out));

@@ -196,7 +196,7 @@ TEST_CASE("describe: the handshake, batched ops and frames no object claims") {
   MessageReport r = describe_message(*b);
   CHECK(r.batched_ops == std::vector<std::string>{"task-finished", "heartbeat-worker"});
   CHECK(r.loose_frames == std::vector<std::size_t>{1});
-  CHECK(r.frame_sizes == std::vector<std::uint64_t>{b->original_frames[0].size(), 5});
+  CHECK(r.frame_sizes == std::vector<std::uint64_t>{b->raw.frames[0].size(), 5});
   CHECK(!r.handshake);
 }
 

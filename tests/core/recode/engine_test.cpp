@@ -55,7 +55,7 @@ int index_of(const std::vector<Bytes>& frames) {
 RecodeEngine::Input input_of(std::vector<Bytes> frames, std::uint64_t tag) {
   RecodeEngine::Input in;
   in.tag = tag;
-  in.frames = std::move(frames);
+  in.raw = RawMessage::of(std::move(frames));
   return in;
 }
 
@@ -145,7 +145,7 @@ TEST_CASE("engine: try_submit answers full instead of waiting, and keeps the mes
   // The first is still in flight (until polled): no room for the second.
   int full = 0;
   while (engine.try_submit(id, second) == RecodeEngine::Submitted::full) {
-    CHECK(!second.frames.empty());  // not taken
+    CHECK(!second.raw.frames.empty());  // not taken
     ++full;
     std::vector<int> got;
     engine.poll([&](RecodeEngine::Output&& o) { got.push_back(index_of(*o.frames)); });
@@ -249,13 +249,13 @@ TEST_CASE("engine: messages that need no change pass with their frames untouched
 
 TEST_CASE("engine: needs_recode reads frame 0 only") {
   TranscodeOptions none;
-  CHECK(!needs_recode(make_message(0, 0, 100), none));
+  CHECK(!needs_recode(RawMessage::of(make_message(0, 0, 100)), none));
   TranscodeOptions zstd;
   zstd.codec = Codec::zstd;
-  CHECK(needs_recode(make_message(0, 0, 100), zstd));
-  CHECK(!needs_recode(make_message(0, 0, 0), zstd));
+  CHECK(needs_recode(RawMessage::of(make_message(0, 0, 100)), zstd));
+  CHECK(!needs_recode(RawMessage::of(make_message(0, 0, 0)), zstd));
   auto hs = frames_of({msgpack::encode(map({{"compression", str("lz4")}, {"pickle-protocol", num(5)}}))});
-  CHECK(needs_recode(hs, zstd));
+  CHECK(needs_recode(RawMessage::of(hs), zstd));
 }
 
 TEST_CASE("engine: inline streams recode small messages on the submitting thread") {

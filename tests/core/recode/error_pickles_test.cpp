@@ -148,7 +148,7 @@ TEST_CASE("transcode: KilledWorker's pickle inside frame 0 goes to the target pr
   CHECK(root->as_array()[0].find("traceback")->is_nil());
   // At its own protocol nothing changes.
   auto same = transcode(m, protocol(5));
-  CHECK(same[0] == m.original_frames[0]);
+  CHECK(same[0] == m.raw.frames[0].bytes());
 }
 
 TEST_CASE("transcode: a user's bytes that start with \\x80\\x05 are data and pass untouched") {
@@ -176,9 +176,9 @@ TEST_CASE("transcode: a user's bytes that start with \\x80\\x05 are data and pas
     objects.push_back(user);
     Message m = message_of(root, objects);
     auto out = transcode(m, protocol(4));
-    REQUIRE(out.size() == m.original_frames.size());
+    REQUIRE(out.size() == m.raw.frames.size());
     // The user's frame is the last: its bytes as they were.
-    CHECK(out.back() == m.original_frames.back());
+    CHECK(out.back() == m.raw.frames.back().bytes());
     CHECK(head(out.back()) == "80 05");
   }
 }
@@ -196,7 +196,7 @@ TEST_CASE("transcode: a message whose frames and pickles all stay comes out byte
         o.codec = c;
         TranscodeReport rep;
         auto out = transcode(m, o, &rep);
-        CHECK(out == m.original_frames);
+        CHECK(out == m.raw.memory_frames());
         CHECK(rep.frames_recompressed == 0);
       }
     }
@@ -204,13 +204,13 @@ TEST_CASE("transcode: a message whose frames and pickles all stay comes out byte
   SUBCASE("pickles at the protocol they have: an error, the pickle family") {
     Message error = message_of(error_dict("error"), error_frames());
     TranscodeReport rep;
-    CHECK(transcode(error, protocol(5), &rep) == error.original_frames);
+    CHECK(transcode(error, protocol(5), &rep) == error.raw.memory_frames());
     CHECK(rep.pickles_recoded == 0);
     Message family = message_of(
         map({{"op", str("echo")}, {"data", placeholder("__Serialized__", 1)}}),
         {msgpack::encode(map({{"serializer", str("pickle")}, {"writeable", arr({})}, {"num-sub-frames", num(1)}})),
          exception_pickle()});
-    CHECK(transcode(family, protocol(5)) == family.original_frames);
+    CHECK(transcode(family, protocol(5)) == family.raw.memory_frames());
   }
   SUBCASE("a pickle that changes adds no key its header did not have") {
     Value bare = bytes_header();

@@ -242,7 +242,7 @@ TEST_CASE("field pickles: a result's type in key-in-memory and task-finished goe
     std::vector<Bytes> frames = frames_of({msgpack::encode(root)});
     TranscodeOptions o;
     o.pickle_protocol = 4;
-    CHECK(needs_recode(frames, o));
+    CHECK(needs_recode(RawMessage::of(frames), o));
     TranscodeReport rep;
     Message back = reparse(recode(reparse(frames), o, rep));
     std::size_t seen = 0;
@@ -271,7 +271,7 @@ TEST_CASE("field pickles: selected by op and key, never by the bytes") {
   CHECK(out[0].span().size() == frames[0].span().size());
   CHECK(std::equal(out[0].span().begin(), out[0].span().end(), frames[0].span().begin()));
   CHECK(rep.pickles_recoded == 0);
-  CHECK(!needs_recode(frames_of({msgpack::encode(map({{"op", str("echo")}, {"type", Value::bin(kIntClassPickle5)}}))}), o));
+  CHECK(!needs_recode(RawMessage::of(frames_of({msgpack::encode(map({{"op", str("echo")}, {"type", Value::bin(kIntClassPickle5)}}))})), o));
 
   // Every listed field: run inside broadcast's msg, plugins, feed, the warn relays.
   Value bin = Value::bin(kIntClassPickle5);
@@ -290,14 +290,14 @@ TEST_CASE("field pickles: selected by op and key, never by the bytes") {
   for_each_field_pickle(all, [&](std::string_view, std::string_view, Value&) { ++n; });
   CHECK(n == 16);
   std::vector<Bytes> all_frames = frames_of({msgpack::encode(all)});
-  CHECK(needs_recode(all_frames, o));
+  CHECK(needs_recode(RawMessage::of(all_frames), o));
   TranscodeReport all_rep;
   Message back = reparse(recode(reparse(all_frames), o, all_rep));
   for_each_field_pickle(back.root, [&](std::string_view, std::string_view, Value& v) { CHECK(protocol_of(v.as_bin()) == 4); });
   // Without a pickle protocol, nothing to do.
   TranscodeOptions codec_only;
   codec_only.codec = Codec::zstd;
-  CHECK(!needs_recode(frames_of({msgpack::encode(map({{"op", str("key-in-memory")}, {"type", bin}}))}), codec_only));
+  CHECK(!needs_recode(RawMessage::of(frames_of({msgpack::encode(map({{"op", str("key-in-memory")}, {"type", bin}}))})), codec_only));
 }
 
 TEST_CASE("nested: a header nested past the msgpack limit is refused at parse, with its offset") {

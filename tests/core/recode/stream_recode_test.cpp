@@ -423,14 +423,14 @@ TEST_CASE("stream_recode: a CuPy result to the CPU layout is streamed, never rea
         explicit Counting(Message& m) : inner(stored(m)) {}
         Result<std::size_t> read(std::size_t index, std::uint64_t at, std::span<std::uint8_t> into) const override {
           largest = std::max(largest, into.size());
-          return inner.store->read(index, at, into);
+          return inner.raw.store->read(index, at, into);
         }
         Message inner;
         mutable std::size_t largest = 0;
       };
       auto counting = std::make_shared<Counting>(*m);
       Message in = counting->inner;
-      in.store = counting;
+      in.raw.store = counting;
       MemorySink sink;
       TranscodeReport r;
       auto n = transcode_message_in_place(in, o, r, sink);
@@ -492,14 +492,14 @@ TEST_CASE("stream_recode: a pickle that inlines its buffers streams them between
             Result<std::size_t> read(std::size_t index, std::uint64_t at,
                                      std::span<std::uint8_t> into) const override {
               largest = std::max(largest, into.size());
-              return inner.store->read(index, at, into);
+              return inner.raw.store->read(index, at, into);
             }
             Message inner;
             mutable std::size_t largest = 0;
           };
           auto counting = std::make_shared<Counting>(m);
           Message in = counting->inner;
-          in.store = counting;
+          in.raw.store = counting;
           MemorySink sink;
           TranscodeReport r;
           REQUIRE(transcode_message_in_place(in, o, r, sink));

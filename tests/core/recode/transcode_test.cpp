@@ -132,7 +132,7 @@ TEST_CASE("transcode: a codec change keeps small and incompressible frames raw, 
   REQUIRE(raw);
   CHECK(*raw == large);
 
-  CHECK(rep.bytes_in == total(m.original_frames));
+  CHECK(rep.bytes_in == total(m.raw.memory_frames()));
   CHECK(rep.bytes_out == total(out));
   CHECK(rep.bytes_out < rep.bytes_in);
   CHECK(rep.pickles_recoded == 0);
@@ -195,7 +195,7 @@ TEST_CASE("transcode: real lz4 frames become zstd with the same bytes inside") {
   Value expect = in.header;
   expect.set("compression", arr({str("zstd")}));
   CHECK(o.header == expect);
-  CHECK(out[0] == m.original_frames[0]);
+  CHECK(out[0] == m.raw.frames[0].bytes());
 }
 
 TEST_CASE("transcode: large frames decoded to raw are decompress()'s bytes, message after message") {
@@ -243,8 +243,8 @@ TEST_CASE("transcode: frames already in the target codec, and cuda frames marked
   Message lz4 = example_message("codec-lz4.stream", 1);
   TranscodeReport r1;
   auto same = recode(lz4, with_codec(Codec::lz4), r1);
-  REQUIRE(same.size() == lz4.original_frames.size());
-  CHECK(same[2] == lz4.original_frames[2]);
+  REQUIRE(same.size() == lz4.raw.frames.size());
+  CHECK(same[2] == lz4.raw.frames[2].bytes());
   CHECK(r1.frames_recompressed == 0);
 
   // The cuda family marks its frames false: never compressed (Dask sends
@@ -532,7 +532,7 @@ TEST_CASE("transcode: errors name the object they concern") {
   REQUIRE(kept);
   CHECK(r4.unconvertible == std::vector<std::string>{why});
   CHECK(r4.arrays_converted == 0);
-  CHECK(*kept == rmm->original_frames);
+  CHECK(*kept == rmm->raw.memory_frames());
 }
 
 // Known bug, left to the owners of core/recode/transcode.cpp: the error

@@ -26,8 +26,8 @@ Buffer concat(std::vector<Buffer> parts) {
   for (auto& p : parts) out.append(p);
   return out;
 }
-std::vector<AssembledMessage> drain(MessageAssembler& a) {
-  std::vector<AssembledMessage> out;
+std::vector<RawMessage> drain(MessageAssembler& a) {
+  std::vector<RawMessage> out;
   for (;;) {
     auto m = a.next();
     REQUIRE(m);
@@ -37,8 +37,8 @@ std::vector<AssembledMessage> drain(MessageAssembler& a) {
 }
 // Feeds `stream` in place (buffer()/commit()) in pieces of the sizes `piece` picks.
 template <typename Piece>
-std::vector<AssembledMessage> feed_in_place(MessageAssembler& a, ByteSpan stream, Piece piece) {
-  std::vector<AssembledMessage> out;
+std::vector<RawMessage> feed_in_place(MessageAssembler& a, ByteSpan stream, Piece piece) {
+  std::vector<RawMessage> out;
   std::size_t at = 0;
   while (at < stream.size()) {
     std::span<std::uint8_t> room = a.buffer();
@@ -51,13 +51,13 @@ std::vector<AssembledMessage> feed_in_place(MessageAssembler& a, ByteSpan stream
   }
   return out;
 }
-void check_same(const std::vector<AssembledMessage>& got, const std::vector<Buffer>& sent) {
+void check_same(const std::vector<RawMessage>& got, const std::vector<Buffer>& sent) {
   REQUIRE(got.size() == sent.size());
   std::uint64_t offset = 0;
   for (std::size_t i = 0; i < sent.size(); ++i) {
     CHECK(got[i].offset == offset);
     CHECK(got[i].wire_size == sent[i].size());
-    std::vector<Bytes> frames = got[i].frames;
+    std::vector<Bytes> frames = got[i].memory_frames();
     CHECK(encode_message(std::span<const Bytes>(frames)) == sent[i]);
     offset += sent[i].size();
   }
@@ -85,7 +85,7 @@ TEST_CASE("assembler: any split of the stream gives the same messages, small one
       check_same(feed_in_place(a, stream, [&] { return size(rng); }), sent);
       MessageAssembler b({});
       std::size_t at = 0;
-      std::vector<AssembledMessage> got;
+      std::vector<RawMessage> got;
       while (at < stream.size()) {
         const std::size_t k = std::min(size(rng), stream.size() - at);
         CHECK(b.push(ByteSpan(stream).subspan(at, k)) == k);
@@ -262,7 +262,7 @@ TEST_CASE("assembler: a streamed message comes out in pieces as it arrives, then
   opts.piece_bytes = 100000;
   MessageAssembler a({}, opts);
   std::mt19937 rng(3);
-  std::vector<AssembledMessage> whole;
+  std::vector<RawMessage> whole;
   Buffer streamed;
   std::size_t held_pieces = 0, at = 0;
   bool started = false;
@@ -301,7 +301,7 @@ TEST_CASE("assembler: a streamed message comes out in pieces as it arrives, then
   REQUIRE(whole.size() == 2);
   CHECK(whole[0].wire_size == small.size());
   CHECK(whole[1].offset == small.size() + big.size());
-  CHECK(encode_message(std::span<const Bytes>(whole[1].frames)) == after);
+  CHECK(encode_message(std::span<const Bytes>(whole[1].memory_frames())) == after);
   CHECK(a.at_boundary());
 }
 
