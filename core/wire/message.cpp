@@ -37,28 +37,6 @@ std::string SubObject::frame_label(std::size_t i) const {
   return out;
 }
 
-std::vector<std::uint64_t> frame_offsets_for(std::uint64_t offset, std::span<const Bytes> frames) {
-  std::vector<std::uint64_t> out;
-  out.reserve(frames.size());
-  std::uint64_t at = offset + prelude_size(frames.size());
-  for (const Bytes& f : frames) {
-    out.push_back(at);
-    at += f.size();
-  }
-  return out;
-}
-
-std::vector<std::uint64_t> frame_offsets_for(std::uint64_t offset, std::span<const std::uint64_t> sizes) {
-  std::vector<std::uint64_t> out;
-  out.reserve(sizes.size());
-  std::uint64_t at = offset + prelude_size(sizes.size());
-  for (std::uint64_t n : sizes) {
-    out.push_back(at);
-    at += n;
-  }
-  return out;
-}
-
 Status load_stored_frames(Message& message) {
   if (Status s = message.raw.load_stored_frames(); !s) return s;
   for (SubObject& obj : message.objects)

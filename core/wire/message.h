@@ -105,10 +105,6 @@ Result<std::vector<Bytes>> assemble_message(const Message& message, bool root_un
 /// "num-sub-frames" set to its frame count).
 Bytes encode_sub_header(const SubObject& obj);
 
-/// Absolute offsets of each frame of a message that starts at `offset` on the
-/// wire (after the 16 + 8n prelude).
-std::vector<std::uint64_t> frame_offsets_for(std::uint64_t offset, std::span<const Bytes> frames);
-std::vector<std::uint64_t> frame_offsets_for(std::uint64_t offset, std::span<const std::uint64_t> sizes);
 
 /// Reads every stored frame into memory (RawMessage::load_stored_frames)
 /// and gives each object its frames' bytes; the message is then like one

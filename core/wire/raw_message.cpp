@@ -30,15 +30,24 @@ std::vector<std::uint64_t> RawMessage::sizes() const {
   return out;
 }
 
-std::vector<std::uint64_t> RawMessage::frame_offsets() const {
+std::vector<std::uint64_t> RawMessage::frame_offsets() const { return frame_offsets_for(offset, sizes()); }
+
+std::vector<std::uint64_t> frame_offsets_for(std::uint64_t offset, std::span<const std::uint64_t> sizes) {
   std::vector<std::uint64_t> out;
-  out.reserve(frames.size());
-  std::uint64_t at = offset + prelude_size(frames.size());
-  for (const WireFrame& f : frames) {
+  out.reserve(sizes.size());
+  std::uint64_t at = offset + prelude_size(sizes.size());
+  for (std::uint64_t n : sizes) {
     out.push_back(at);
-    at += f.size();
+    at += n;
   }
   return out;
+}
+
+std::vector<std::uint64_t> frame_offsets_for(std::uint64_t offset, std::span<const Bytes> frames) {
+  std::vector<std::uint64_t> sizes;
+  sizes.reserve(frames.size());
+  for (const Bytes& f : frames) sizes.push_back(f.size());
+  return frame_offsets_for(offset, sizes);
 }
 
 std::vector<Bytes> RawMessage::memory_frames() const {

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "daskcaps/base/bytes.h"
@@ -85,5 +86,10 @@ struct RawMessage {
   /// Errc::limit_exceeded when that buffer cannot be had.
   Status load_stored_frames();
 };
+
+/// Absolute offsets of each frame of a message that starts at `offset` on the
+/// wire (after the 16 + 8n prelude).
+std::vector<std::uint64_t> frame_offsets_for(std::uint64_t offset, std::span<const std::uint64_t> sizes);
+std::vector<std::uint64_t> frame_offsets_for(std::uint64_t offset, std::span<const Bytes> frames);
 
 }  // namespace daskcaps

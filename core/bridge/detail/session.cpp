@@ -127,7 +127,7 @@ void Session::Side::on_drained(net::Connection&) {
   // bridge did not limit, if the kernel has one.
   session.observe_link(*this, ~std::uint64_t{0});
   Side& sender = session.other(*this);
-  if (sender.cut_rest)
+  if (sender.cut.rest)
     session.process(sender);  // a message cut through waited for room here
   else
     session.update_reading(sender);
@@ -171,7 +171,7 @@ void Session::process(Side& s) {
 
 void Session::process_messages(Side& s) {
   while (state_ != State::done && (state_ != State::closing || s.finish_one)) {
-    if (s.cut) {
+    if (s.cut.message) {
       if (!pump_cut(s)) break;
       continue;
     }
@@ -239,8 +239,8 @@ bool Session::start_cut(Side& s) {
   Side& to = other(s);
   if (!to.conn || to.closed) return false;
   auto p = s.in.partial();
-  if (!p || p->wire_size < o.cut_through_bytes || p->offset == s.cut_declined_at) return false;
-  if (p->offset == s.cut_wait_at && p->have.size() < s.cut_wait) return false;
+  if (!p || p->wire_size < o.cut_through_bytes || p->offset == s.cut.declined_at) return false;
+  if (p->offset == s.cut.wait_at && p->have.size() < s.cut.wait) return false;
   // Decoded output in windows of 448 KiB (with lz4's 64 KiB of history, 512
   // KiB): below glibc's mmap threshold, so windows come from the heap and are
   // reused, not mapped and faulted in afresh for every one.
@@ -253,12 +253,12 @@ bool Session::start_cut(Side& s) {
     return false;
   }
   if (const auto* wait = std::get_if<CutWait>(&*verdict)) {
-    s.cut_wait_at = p->offset;
-    s.cut_wait = wait->bytes;
+    s.cut.wait_at = p->offset;
+    s.cut.wait = wait->bytes;
     return false;
   }
   if (std::holds_alternative<CutNo>(*verdict)) {
-    s.cut_declined_at = p->offset;
+    s.cut.declined_at = p->offset;
     return false;
   }
   ++s.read_index;
@@ -266,9 +266,9 @@ bool Session::start_cut(Side& s) {
   BridgeStats& st = bridge_.stats_;
   ++st.messages[static_cast<int>(s.leg)][static_cast<int>(Flow::to_bridge)];
   st.bytes[static_cast<int>(s.leg)][static_cast<int>(Flow::to_bridge)] += p->wire_size;
-  s.cut = std::make_unique<CutThrough>(std::move(std::get<CutPlan>(*verdict)));
-  s.cut_first_in = true;
-  std::vector<Bytes> first = s.cut->begin();
+  s.cut.message = std::make_unique<CutThrough>(std::move(std::get<CutPlan>(*verdict)));
+  s.cut.first_in = true;
+  std::vector<Bytes> first = s.cut.message->begin();
   send_pieces(to, first, /*message_start=*/true);
   s.in.stream_rest();
   return true;
@@ -277,33 +277,33 @@ bool Session::start_cut(Side& s) {
 // Forwards what arrived of the message being cut through; true once it is
 // all out. Input goes to the plan in slices, and stops while the receiver's
 // queue is full (a decoded slice can be 255 times its size): what is left
-// of a piece waits in cut_rest until the receiver drains.
+// of a piece waits in cut.rest until the receiver drains.
 bool Session::pump_cut(Side& s) {
   constexpr std::size_t kSlice = std::size_t{64} << 10;
   Side& to = other(s);
   std::vector<Bytes> out;
   for (;;) {
     Bytes piece;
-    if (s.cut_rest) {
-      piece = std::move(*s.cut_rest);
-      s.cut_rest.reset();
+    if (s.cut.rest) {
+      piece = std::move(*s.cut.rest);
+      s.cut.rest.reset();
     } else if (auto p = s.in.next_piece()) {
       piece = std::move(*p);
       // What arrived, as it arrived (the first piece starts at the L field).
       if (bridge_.observer_.wants_bytes()) {
-        bridge_.observer_.on_bytes(id_, s.leg, Flow::to_bridge, std::span<const Bytes>(&piece, 1), s.cut_first_in);
-        s.cut_first_in = false;
+        bridge_.observer_.on_bytes(id_, s.leg, Flow::to_bridge, std::span<const Bytes>(&piece, 1), s.cut.first_in);
+        s.cut.first_in = false;
       }
     } else {
       break;
     }
     for (std::size_t at = 0; at < piece.size();) {
       if (to.conn && !to.closed && to.conn->output_full()) {
-        s.cut_rest = piece.slice(at, piece.size() - at);
+        s.cut.rest = piece.slice(at, piece.size() - at);
         return false;
       }
       const std::size_t k = std::min(kSlice, piece.size() - at);
-      if (auto st = s.cut->feed(piece.slice(at, k), out); !st) {
+      if (auto st = s.cut.message->feed(piece.slice(at, k), out); !st) {
         send_pieces(to, out, false);
         abort_cut(s, "its data cannot be decoded: " + st.error().message());
         fail("message " + std::to_string(s.read_index) + " from the " + name(s) + " broke off: " +
@@ -314,15 +314,15 @@ bool Session::pump_cut(Side& s) {
       at += k;
     }
   }
-  if (!s.cut->done()) return false;
+  if (!s.cut.message->done()) return false;
   BridgeStats& st = bridge_.stats_;
   ++st.messages[static_cast<int>(to.leg)][static_cast<int>(Flow::from_bridge)];
   ++st.cut_through;
-  if (s.cut->changed())
+  if (s.cut.message->changed())
     ++st.recoded;
   else
     ++st.passed;
-  s.cut.reset();
+  s.cut.message.reset();
   if (s.in_flight > 0) --s.in_flight;
   if (state_ == State::closing) {
     s.finish_one = false;
@@ -335,12 +335,12 @@ bool Session::pump_cut(Side& s) {
 // The message being cut through ends in the middle: its receiver holds part
 // of it and is closed.
 void Session::abort_cut(Side& s, const std::string& why) {
-  if (!s.cut) return;
+  if (!s.cut.message) return;
   Side& to = other(s);
-  log(std::string(name(s)) + "'s message of " + std::to_string(s.cut->in_bytes()) + " bytes, forwarded as it came, "
+  log(std::string(name(s)) + "'s message of " + std::to_string(s.cut.message->in_bytes()) + " bytes, forwarded as it came, "
       "broke off (" + why + "): the " + name(to) + " got part of it and is closed");
-  s.cut.reset();
-  s.cut_rest.reset();
+  s.cut.message.reset();
+  s.cut.rest.reset();
   if (s.in_flight > 0) --s.in_flight;
   s.finish_one = false;
   if (to.conn && !to.closed) to.conn->close();
@@ -613,7 +613,7 @@ void Session::start_closing() {
       if (s->in_flight > 0) --s->in_flight;
     }
     // A message being cut through that will not be read to its end.
-    if (s->cut && !s->finish_one) abort_cut(*s, "the session is closing");
+    if (s->cut.message && !s->finish_one) abort_cut(*s, "the session is closing");
     if (s->conn && !s->closed && !s->finish_one) s->conn->pause_reading();
   }
   maybe_close();
@@ -629,9 +629,9 @@ void Session::maybe_close() {
 void Session::note_partial(Side& s, const std::string& why) {
   if (s.in.at_boundary() || s.noted_partial) return;
   s.noted_partial = true;
-  if (s.cut) {
+  if (s.cut.message) {
     log(std::string(name(s)) + " closed in the middle of a message (" + std::to_string(s.in.buffered()) + " of its " +
-        std::to_string(s.cut->in_bytes()) + " bytes came" + (why.empty() ? "" : ": " + why) + ")");
+        std::to_string(s.cut.message->in_bytes()) + " bytes came" + (why.empty() ? "" : ": " + why) + ")");
     abort_cut(s, std::string(name(s)) + " closed");
     return;
   }
@@ -642,9 +642,9 @@ void Session::note_partial(Side& s, const std::string& why) {
 void Session::on_side_closed(Side& s, const Status& why) {
   s.closed = true;
   s.finish_one = false;
-  if (other(s).cut) abort_cut(other(s), std::string(name(s)) + " closed");
+  if (other(s).cut.message) abort_cut(other(s), std::string(name(s)) + " closed");
   if (!why) note_partial(s, why.error().message());
-  if (s.cut) abort_cut(s, std::string(name(s)) + " closed");
+  if (s.cut.message) abort_cut(s, std::string(name(s)) + " closed");
   if (!why && !failed_ && state_ != State::closing)
     log(std::string(name(s)) + " " + s.peer + ": " + why.error().message());
   if (state_ != State::closing && state_ != State::done) start_closing();

@@ -62,6 +62,17 @@ class Session {
   bool done() const { return done_; }
 
  private:
+  // Cut-through of one side (core/recode/internal/cut_through.h): the
+  // message being forwarded before its end is in, and what its plan waits on.
+  struct CutState {
+    std::unique_ptr<CutThrough> message;  // null: no message is being cut through
+    bool first_in = false;                // its first input piece is still to come (capture)
+    std::optional<Bytes> rest;            // what of its last piece waits for the receiver's room
+    std::uint64_t wait_at = ~std::uint64_t{0};      // message (offset) the plan waits on ...
+    std::uint64_t wait = 0;                         // ... for this many of its bytes
+    std::uint64_t declined_at = ~std::uint64_t{0};  // message (offset) that takes the whole path
+  };
+
   struct Side final : net::Connection::Handler {
     Side(Session& s, Leg l, const Limits& limits) : session(s), leg(l), in(limits) {}
     void on_open(net::Connection&) override;
@@ -78,12 +89,7 @@ class Session {
     std::optional<Handshake> handshake;
     RecodeEngine::StreamId stream = 0;  // recodes what this side sends, for the other
     TranscodeOptions for_other;          // that stream's options (cut-through plans)
-    std::unique_ptr<CutThrough> cut;     // the message of this side being cut through
-    bool cut_first_in = false;           // its first input piece is still to come (capture)
-    std::optional<Bytes> cut_rest;       // what of its last piece waits for the receiver's room
-    std::uint64_t cut_wait_at = ~std::uint64_t{0};     // message (offset) the plan waits on ...
-    std::uint64_t cut_wait = 0;                        // ... for this many of its bytes
-    std::uint64_t cut_declined_at = ~std::uint64_t{0};  // message (offset) that takes the whole path
+    CutState cut;                        // this side's message being cut through, if any
     bool processing = false;  // process() is running for this side
     bool again = false;       // ... and was asked to run again
     std::optional<RecodeEngine::Input> pending;  // the engine had no room for it
