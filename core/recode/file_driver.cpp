@@ -5,6 +5,7 @@
 // (core/recode/internal/stream_recode.h) instead.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -22,6 +23,34 @@ namespace daskcaps {
 
 namespace {
 
+// At most how many bytes the frames of `raw` (all in memory) decode to,
+// read from their bytes alone: a zstd frame declares its content size (none
+// declared: no bound); any other codec Dask uses expands a frame at most
+// 1,032 times (deflate's limit; lz4's is 255, snappy's lower). It spares
+// parsing a message on the reading thread that cannot reach the in-place
+// size: a message parsed there is also freed on a worker, and the two
+// threads' allocators then contend.
+std::optional<std::uint64_t> decoded_bound(const RawMessage& raw) {
+  constexpr std::uint64_t kMaxRatio = 1032;
+  std::uint64_t bound = 0;
+  for (const WireFrame& f : raw.frames) {
+    const ByteSpan b = f.bytes().span();
+    std::uint32_t magic = 0;
+    if (b.size() >= 4) std::memcpy(&magic, b.data(), 4);
+    const bool zstd = magic == 0xFD2FB528u;
+    const bool skippable = (magic & 0xFFFFFFF0u) == 0x184D2A50u;  // zstd's skippable frames
+    if (skippable) return std::nullopt;
+    std::uint64_t most = f.size() * kMaxRatio;
+    if (zstd) {
+      auto declared = declared_size(Codec::zstd, b);
+      if (!declared) return std::nullopt;
+      most = std::max(most, *declared);
+    }
+    bound += most;
+  }
+  return bound;
+}
+
 // Whether the driver recodes `in` in place (see transcode_stream): parses
 // it (into `parsed`) when it may be; leaves `in` as it was otherwise.
 bool goes_in_place(RecodeEngine::Input& in, const TranscodeOptions& options, std::uint64_t in_place_bytes,
@@ -37,6 +66,10 @@ bool goes_in_place(RecodeEngine::Input& in, const TranscodeOptions& options, std
   }
   const bool stored = raw.any_stored();
   if (!stored && raw.wire_size < in_place_bytes / 32768) return false;
+  if (!stored) {
+    const auto bound = decoded_bound(raw);
+    if (bound && *bound < in_place_bytes) return false;
+  }
   const std::vector<std::uint64_t> offsets = raw.frame_offsets();
   auto m = parse_message(raw, options.limits, offsets);
   if (!m) return false;  // the engine reports it, in its place

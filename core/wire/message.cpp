@@ -38,6 +38,7 @@ std::string SubObject::frame_label(std::size_t i) const {
 }
 
 Status load_stored_frames(Message& message) {
+  if (!message.raw.any_stored()) return ok_status();
   if (Status s = message.raw.load_stored_frames(); !s) return s;
   for (SubObject& obj : message.objects)
     for (std::size_t i = 0; i < obj.frames.size(); ++i) obj.frames[i] = message.raw.frames[obj.header_frame + 1 + i].bytes();

@@ -202,6 +202,7 @@ void OrderedPool::deliver_ready(std::unique_lock<std::mutex>& lock, const std::s
   s->delivering = true;
   for (;;) {
     std::vector<Output> ready;
+    ready.reserve(s->done.size());
     std::uint64_t bytes = 0;
     while (!s->done.empty() && s->done.front()) {
       ready.push_back(std::move(*s->done.front()));
