@@ -6,8 +6,8 @@ against what the CLI says of the same input.
 copied out of the source tree and built four ways against that prefix:
 CMake with find_package(daskcaps CONFIG) linking daskcaps::daskcaps (the
 shared library) and daskcaps::daskcaps_static, and pkg-config (one object,
-linked with `--libs` and with `--static --libs`); find_package(daskcaps 0.2)
-finds the package and a request for 0.3 does not. Checked on each build:
+linked with `--libs` and with `--static --libs`); find_package(daskcaps X.Y) with X.Y
+the installed minor version finds the package and a request for the next does not. Checked on each build:
 the package came from the prefix (no package registry, no build tree), no
 compile command names the source or build tree, and the shared builds load
 libdaskcaps.so.<SOVERSION> from the prefix while the static ones need no
