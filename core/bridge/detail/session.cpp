@@ -42,7 +42,8 @@ std::optional<std::string> direct_transfer_op(const Bytes& frame0, const Limits&
 }
 
 std::string plan_text(const TranscodeOptions& t) {
-  std::string out = "codec " + std::string(codec_name(t.codec.value_or(Codec::none)));
+  // No codec in the options: frames go in the codec they came in.
+  std::string out = "codec " + (t.codec ? std::string(codec_name(*t.codec)) : std::string("as sent"));
   out += ", pickle " + (t.pickle_protocol ? std::to_string(*t.pickle_protocol) : std::string("as sent"));
   if (t.layout_cpu) out += ", layout cpu";
   if (t.frame_codec) out += ", codec per link";
