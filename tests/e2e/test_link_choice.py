@@ -104,8 +104,15 @@ class LinkChoice:
         self.assertTrue(out["last_change"].startswith("codec for this link: "), out)
 
     def test_unshaped_link_stays_raw(self):
+        # On a loaded machine loopback can measure slow enough that a codec
+        # wins by the model: a run that chose one gets one more, with fresh
+        # connections; a chooser that always codes here fails both.
         self.ns.shape(None)
-        out = self.peer("c,c,c,c,c")
+        for attempt in (1, 2):
+            out = self.peer("c,c,c,c,c")
+            if all(f["choice"] in (None, "none") for f in out["frames"]):
+                break
+            print(f"attempt {attempt}: an unshaped loopback frame was coded", file=sys.stderr)
         frames = out["frames"]
         self.assertTrue(all(f["arrived"] for f in frames), frames)
         self.assertIsNotNone(out["rate"], out)
