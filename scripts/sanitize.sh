@@ -26,6 +26,7 @@ CC=clang CXX=clang++ cmake -S . -B "$build_dir" -G Ninja \
   -DDASKCAPS_FUZZ=ON -DDASKCAPS_BUILD_BENCH=OFF -DDASKCAPS_WERROR="${WERROR:-ON}" >/dev/null
 cmake --build "$build_dir" -j "${JOBS:-$(nproc)}"
 cmake --build "$build_dir" -j "${JOBS:-$(nproc)}" --target fuzz
+echo "sanitize: build took $SECONDS s" >&2
 
 logs=$(cd "$build_dir" && pwd)/sanitizer-logs
 rm -rf "$logs"
@@ -34,7 +35,9 @@ export ASAN_OPTIONS="log_path=$logs/asan:abort_on_error=0:detect_leaks=1:strict_
 export UBSAN_OPTIONS="log_path=$logs/ubsan:print_stacktrace=1:halt_on_error=1"
 
 status=0
+start=$SECONDS
 ctest --test-dir "$build_dir" --output-on-failure -j "${JOBS:-2}" "$@" || status=1
+echo "sanitize: tests took $((SECONDS - start)) s" >&2
 if [ -n "$(ls -A "$logs")" ]; then
   echo "sanitize: sanitizer reports in $logs:" >&2
   for f in "$logs"/*; do

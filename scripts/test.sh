@@ -15,11 +15,18 @@
 #   BUILD_DIR, JOBS
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+# Each stage's wall time goes to stderr, so a slow CI run says where it went.
+stage() {
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  echo "test.sh: $name took $((SECONDS - start)) s" >&2
+}
+stage install-deps bash scripts/install-deps.sh
 export WERROR=${WERROR:-ON}
-bash scripts/build.sh
-BUILD_DIR=build-release BUILD_TYPE=Release LEAN=1 bash scripts/build.sh
-ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "${JOBS:-2}" "$@"
+stage build bash scripts/build.sh
+stage build-release env BUILD_DIR=build-release BUILD_TYPE=Release LEAN=1 bash scripts/build.sh
+stage tests ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "${JOBS:-2}" "$@"
 if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
-  BUILD_DIR=build-san FUZZ_SECONDS=${FUZZ_SECONDS:-10} bash scripts/sanitize.sh
+  stage sanitize env BUILD_DIR=build-san FUZZ_SECONDS="${FUZZ_SECONDS:-10}" bash scripts/sanitize.sh
 fi
