@@ -4,6 +4,9 @@
 #include <utility>
 
 #include "core/caps/internal/json_read.h"
+#include "core/caps/internal/json_view.h"
+#include "daskcaps/base/peer_text.h"
+#include "daskcaps/wire/handshake.h"
 
 namespace daskcaps {
 
@@ -205,32 +208,64 @@ std::string probe_to_json_text(const HostProbe& probe) {
   return probe_to_json(probe).dump(2, ' ', false, OrderedJson::error_handler_t::replace) + "\n";
 }
 
+// The key a document holds is read by the one reader of the "capabilities"
+// key (read_capabilities, which a peer's handshake goes through), with the
+// default bounds (Limits: max_capability_codecs, max_capability_name). A
+// document may leave members out (or null), which take `defaults`' values:
+// the reader sees the key with them filled in. A refusal becomes this
+// reader's error, naming the value by its JSON pointer.
+namespace {
+
+Error capabilities_refused(const CapabilitiesRefusal& r, const OrderedJson& key, std::string_view where) {
+  using Problem = CapabilitiesRefusal::Problem;
+  std::string at(where);
+  const OrderedJson* value = &key;
+  if (!r.member.empty()) {
+    at = child(at, r.member);
+    value = &key.at(r.member);
+  }
+  if (r.index) {
+    at = child(at, static_cast<std::size_t>(*r.index));
+    value = &value->at(static_cast<std::size_t>(*r.index));
+  }
+  const std::string shown = json::shown(at);
+  switch (r.problem) {
+    case Problem::not_a_map: return wrong_type(at, "an object", *value);
+    case Problem::not_a_list: return wrong_type(at, "an array of strings", *value);
+    case Problem::not_a_string: return wrong_type(at, "a string", *value);
+    case Problem::not_a_boolean: return wrong_type(at, "a boolean", *value);
+    case Problem::bad_pickle_protocol:
+      if (value->is_number_unsigned())
+        return make_error(Errc::bad_value, shown + ": integer " + value->dump() + " is too large");
+      if (value->is_number_integer())
+        return make_error(Errc::bad_value, shown + ": integer " + value->dump() + " is below 0");
+      return wrong_type(at, "an integer", *value);
+    case Problem::too_many_codecs:
+      return make_error(Errc::limit_exceeded, shown + ": " + std::to_string(r.count) + " codec names, more than " +
+                                                  std::to_string(r.limit));
+    case Problem::too_long:
+      return make_error(Errc::limit_exceeded, shown + ": a string of " + std::to_string(r.count) +
+                                                  " bytes, more than " + std::to_string(r.limit));
+    case Problem::not_printable_ascii: {
+      const std::string& s = value->get_ref<const std::string&>();
+      return make_error(Errc::bad_value, shown + ": holds a byte that is not printable ASCII: \"" + peer_text(s) + "\"");
+    }
+  }
+  return wrong_type(at, "a capabilities object", *value);
+}
+
+}  // namespace
+
 Result<Capabilities> capabilities_from_json(const OrderedJson& v, std::string_view where,
                                             Capabilities defaults) {
   if (!v.is_object()) return wrong_type(where, "an object", v);
-  Capabilities c = std::move(defaults);
-  if (const OrderedJson* m = present(v, "codecs")) {
-    auto l = string_list(*m, child(where, "codecs"));
-    if (!l) return std::move(l).error();
-    c.codecs = std::move(*l);
-  }
-  if (const OrderedJson* m = present(v, "max-pickle-protocol")) {
-    auto i = as_int64(*m, child(where, "max-pickle-protocol"));
-    if (!i) return std::move(i).error();
-    c.max_pickle_protocol = *i;
-  }
-  if (const OrderedJson* m = present(v, "gpu")) {
-    auto b = as_bool(*m, child(where, "gpu"));
-    if (!b) return std::move(b).error();
-    c.gpu = *b;
-  }
-  for (auto [key, field] : {std::pair{"dask-caps", &c.dask_caps}, std::pair{"role", &c.role}}) {
-    if (const OrderedJson* m = present(v, key)) {
-      if (!m->is_string()) return wrong_type(child(where, key), "a string", *m);
-      *field = m->get<std::string>();
-    }
-  }
-  return c;
+  OrderedJson holder = OrderedJson::object();
+  OrderedJson& key = holder["capabilities"] = capabilities_to_json(defaults);
+  for (const char* name : {"codecs", "max-pickle-protocol", "gpu", "dask-caps", "role"})
+    if (const OrderedJson* m = present(v, name)) key[name] = *m;
+  CapabilitiesKey k = read_capabilities(JsonView(holder), Limits{});
+  if (k.state != CapabilitiesKey::State::published) return capabilities_refused(k.refusal, key, where);
+  return std::move(k.capabilities);
 }
 
 // ---- reading the parts --------------------------------------------------------

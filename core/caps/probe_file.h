@@ -45,7 +45,11 @@
 //
 // Errors:
 //   Errc::not_found / io      the file cannot be opened or read
-//   Errc::limit_exceeded      larger than kMaxProbeFileBytes
+//   Errc::limit_exceeded      larger than kMaxProbeFileBytes, or a
+//                             "capabilities" key past the bounds a peer's
+//                             key has (Limits: max_capability_codecs names,
+//                             max_capability_name bytes); such a key is read
+//                             as a peer's is (read_capabilities)
 //   Errc::bad_magic           not JSON, not an object, no "schema", or a
 //                             schema of another kind ("dask-caps.check/1")
 //   Errc::unsupported_version "dask-caps.probe/N" with N other than 1

@@ -32,8 +32,13 @@ Result<CompressionValue> compression_from_json(const OrderedJson& value, std::st
 Result<Handshake> handshake_from_json(const OrderedJson& value, std::string_view where);
 Result<GpuInfo> gpu_from_json(const OrderedJson& value, std::string_view where);
 Result<PythonEnv> python_from_json(const OrderedJson& value, std::string_view where);
-/// {"codecs": [...], "max-pickle-protocol": N, "gpu": bool}: the keys
-/// present (and not null) replace those of `defaults`.
+/// {"codecs": [...], "max-pickle-protocol": N, "gpu": bool, "dask-caps":
+/// str, "role": str}: the keys present (and not null) replace those of
+/// `defaults`. Read by read_capabilities (daskcaps/wire/handshake.h), the
+/// reader of a peer's key, with the default Limits: a refusal is
+/// Errc::bad_value (a wrong type, a negative protocol, a byte that is not
+/// printable ASCII) or Errc::limit_exceeded (more codec names, or a longer
+/// string, than those limits allow), named by its JSON pointer.
 Result<Capabilities> capabilities_from_json(const OrderedJson& value, std::string_view where,
                                             Capabilities defaults);
 

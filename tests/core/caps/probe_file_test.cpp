@@ -271,6 +271,39 @@ TEST_CASE("probe_file: wrong types are named with their JSON pointer") {
   }
 }
 
+TEST_CASE("probe_file: a capabilities key is bounded as a peer's key is") {
+  // The key is read by read_capabilities, the reader of a peer's handshake
+  // key, with the default Limits (32 names, 64 bytes, printable ASCII).
+  std::string many = R"("capabilities": {"codecs": [)";
+  for (int i = 0; i < 33; ++i) many += std::string(i ? "," : "") + "\"c" + std::to_string(i) + "\"";
+  many += "]}";
+  Error e = parse_error(with_schema(many));
+  CHECK(e.code == Errc::limit_exceeded);
+  CHECK(e.message() == "/capabilities/codecs: 33 codec names, more than 32");
+
+  e = parse_error(with_schema(R"("capabilities": {"codecs": ["lz4", ")" + std::string(65, 'z') + R"("]})"));
+  CHECK(e.code == Errc::limit_exceeded);
+  CHECK(e.message() == "/capabilities/codecs/1: a string of 65 bytes, more than 64");
+
+  e = parse_error(with_schema(R"("handshake": {"compression": "lz4", "capabilities": {"codecs": [], "role": "a\u001bb"}})"));
+  CHECK(e.code == Errc::bad_value);
+  CHECK(e.message() == R"(/handshake/capabilities/role: holds a byte that is not printable ASCII: "a\x1bb")");
+
+  e = parse_error(with_schema(R"("capabilities": {"max-pickle-protocol": -1})"));
+  CHECK(e.code == Errc::bad_value);
+  CHECK(e.message() == "/capabilities/max-pickle-protocol: integer -1 is below 0");
+
+  // At the bounds, and with members left out: those come from the rest.
+  std::string at_bound = R"("capabilities": {"codecs": [)";
+  for (int i = 0; i < 32; ++i) at_bound += std::string(i ? "," : "") + "\"" + std::string(64, char('a' + i % 26)) + "\"";
+  at_bound += R"(], "gpu": true})";
+  auto p = parse_probe_file(with_schema(at_bound));
+  REQUIRE(p);
+  CHECK(p->capabilities.codecs.size() == 32);
+  CHECK(p->capabilities.gpu);
+  CHECK(p->capabilities.max_pickle_protocol == 5);
+}
+
 TEST_CASE("probe_file: a python part naming a codec it lacks is refused") {
   Error e = parse_error(with_schema(
       R"("python": {"version": "3.11.2", "pickle-protocol": 5, "compression-config": "zstd", "compressions": ["lz4"]})"));
