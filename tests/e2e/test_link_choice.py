@@ -10,7 +10,7 @@ happens. Without root, ip or tc it is skipped with a notice (exit 77).
 Asserted: what was chosen and what arrived, never a time.
   shaped (50 Mbit/s)  the first frames go as today (None: the link is not
                       known until TCP_INFO has a sample the sender did not
-                      limit, at most two 2 MiB frames); from then on,
+                      limit, at most three 2 MiB frames: see below); from then on,
                       compressible frames get a codec the receiver decodes,
                       random frames none, and a compressible frame after
                       the random ones its codec again; every frame arrives
@@ -95,7 +95,14 @@ class LinkChoice:
         self.assertIsNone(frames[0]["choice"], "the first frame goes before anything is known of the link")
         known = next((i for i, f in enumerate(frames) if f["choice"] is not None), None)
         self.assertIsNotNone(known, out)
-        self.assertLessEqual(known, 2, out)
+        # The reading after frame 0's write holds the handshake's
+        # application-limited sample, so frame 1 goes as today. The reading
+        # after frame 1's write holds the sample frame 0's tail left, which
+        # the sender did not limit, except where the kernel kept a higher
+        # application-limited one (a burst through the token bucket): in 1
+        # of 11 traced runs of this link, 97.6 MB/s on a 6 MB/s link. Then
+        # frame 2 goes as today too, and the chooser rightly waits.
+        self.assertLessEqual(known, 3, out)
         self.assertEqual(out["rate_source"], "tcp", out)
         for f in frames[known:5] + frames[8:]:
             self.assertIn(f["choice"], out["receiver"], (f, out))
