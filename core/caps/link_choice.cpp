@@ -184,7 +184,8 @@ void LinkChooser::add_sample(std::vector<double>& window, double value) {
 void LinkChooser::observe(const net::LinkFigures& figures) {
   socket_figures_ = true;
   if (figures.rtt_s > 0.0) rtt_ = figures.rtt_s;
-  if (!figures.app_limited) add_sample(tcp_rates_, figures.delivery_rate);
+  if (!figures.app_limited && figures.delivered_bytes >= options_.settle_bytes)
+    add_sample(tcp_rates_, figures.delivery_rate);
 }
 
 bool LinkChooser::observe_socket(int fd) {

@@ -53,7 +53,11 @@
 // lower it and a slower link is followed within `rate_window` samples).
 // Application-limited samples are not used at all: they say how fast the
 // sender wrote, and behind a token-bucket shaper the first packets of a
-// burst even arrive faster than the link's rate. Only where the socket
+// burst even arrive faster than the link's rate. Nor are samples taken
+// before the connection has delivered `settle_bytes`: its first flight
+// passes a shaper's full bucket at the speed of the wire, and the kernel
+// does not mark those samples application-limited (the sender had plenty
+// to send). Only where the socket
 // gives no TCP_INFO at all (observe_socket() never succeeded), the best of
 // the last `rate_window` large writes (bytes over the seconds the write
 // took) stands in: a write's time includes the application's own work
@@ -123,6 +127,10 @@ struct ChooserOptions {
   std::uint32_t votes = 3;
   /// Rate samples kept (the estimate is their best).
   std::uint32_t rate_window = 4;
+  /// TCP samples count only once the connection has delivered this many
+  /// bytes (tcpi_bytes_acked): before that, they may be the first flight's
+  /// burst through a shaper's full bucket (docs/link-choice.md).
+  std::uint64_t settle_bytes = std::uint64_t{1} << 20;
   /// Writes smaller than this say nothing of the link (they fit the
   /// socket's buffer) and are ignored by observe_write().
   std::uint64_t min_write_bytes = std::uint64_t{1} << 20;
@@ -221,8 +229,9 @@ class LinkChooser {
 /// What `dask-caps check` says of one link: the rate the chooser takes from
 /// one reading of TCP_INFO, and the codec it would choose there for a
 /// large frame of measurement-like data (reference_frame()); codec nullopt:
-/// the link is unknown (no rate sample the sender did not limit, as after
-/// a handshake alone), Dask's choice stays.
+/// the link is unknown (no rate sample the sender did not limit, or less
+/// than settle_bytes delivered, as after a handshake alone), Dask's choice
+/// stays.
 struct LinkView {
   std::optional<double> rate;
   std::string rate_source;  // "tcp" or "unknown"

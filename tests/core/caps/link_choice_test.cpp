@@ -68,6 +68,7 @@ net::LinkFigures link_at(double rate, bool app_limited = false) {
   f.min_rtt_s = 0.001;
   f.delivery_rate = rate;
   f.app_limited = app_limited;
+  f.delivered_bytes = 64 * kMiB;  // past settle_bytes: a connection under way
   return f;
 }
 
@@ -291,6 +292,35 @@ TEST_CASE("link choice: the link's rate, from what is reliable") {
   CHECK(*ch.rate() == doctest::Approx(k100Mbit));
   ch.observe_write(64 * kMiB, 0.001);
   CHECK(*ch.rate() == doctest::Approx(k100Mbit));
+}
+
+TEST_CASE("link choice: a connection's first MiB gives no rate (a shaper's full bucket)") {
+  auto ch = chooser(options());
+  // The first flight through a token bucket, not application-limited.
+  auto burst = link_at(100 * k100Mbit);
+  burst.delivered_bytes = 220 * 1000;
+  ch.observe(burst);
+  CHECK_FALSE(ch.rate());
+  CHECK(std::string(ch.rate_source()) == "unknown");
+  CHECK(ch.rtt() == doctest::Approx(0.002));  // the RTT is still taken
+  CHECK_FALSE(ch.choose(measurements(4 * kMiB)));
+  // One byte short of the bound: still not; at it: the link's rate.
+  auto almost = link_at(k100Mbit);
+  almost.delivered_bytes = (std::uint64_t{1} << 20) - 1;
+  ch.observe(almost);
+  CHECK_FALSE(ch.rate());
+  auto settled = link_at(k100Mbit);
+  settled.delivered_bytes = std::uint64_t{1} << 20;
+  ch.observe(settled);
+  REQUIRE(ch.rate());
+  CHECK(*ch.rate() == doctest::Approx(k100Mbit));
+  // The bound is an option: 0 takes every sample from the first byte.
+  auto o = options();
+  o.settle_bytes = 0;
+  auto eager = chooser(o);
+  eager.observe(burst);
+  REQUIRE(eager.rate());
+  CHECK(*eager.rate() == doctest::Approx(100 * k100Mbit));
 }
 
 TEST_CASE("link figures: TCP_INFO of a TCP socket; none of another socket") {

@@ -28,6 +28,7 @@ net::LinkFigures link_at(double rate) {
   f.rtt_s = 0.002;
   f.delivery_rate = rate;
   f.app_limited = false;
+  f.delivered_bytes = std::uint64_t{64} << 20;  // a connection under way (settle_bytes)
   return f;
 }
 
