@@ -184,7 +184,11 @@ void LinkChooser::add_sample(std::vector<double>& window, double value) {
 void LinkChooser::observe(const net::LinkFigures& figures) {
   socket_figures_ = true;
   if (figures.rtt_s > 0.0) rtt_ = figures.rtt_s;
-  if (!figures.app_limited && figures.delivered_bytes >= options_.settle_bytes)
+  // Nothing delivered since the last reading: the kernel's sample is the
+  // one already counted (or refused).
+  const bool fresh = !last_delivered_ || *last_delivered_ != figures.delivered_bytes;
+  last_delivered_ = figures.delivered_bytes;
+  if (fresh && !figures.app_limited && figures.delivered_bytes >= options_.settle_bytes)
     add_sample(tcp_rates_, figures.delivery_rate);
 }
 

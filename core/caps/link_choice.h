@@ -57,7 +57,10 @@
 // before the connection has delivered `settle_bytes`: its first flight
 // passes a shaper's full bucket at the speed of the wire, and the kernel
 // does not mark those samples application-limited (the sender had plenty
-// to send). Only where the socket
+// to send). A reading whose tcpi_bytes_acked equals the previous
+// reading's holds the same sample (the kernel takes one only when an ACK
+// delivers data), so it is not counted twice: callers may read as often as
+// they like (before a large frame is chosen, and after it was written). Only where the socket
 // gives no TCP_INFO at all (observe_socket() never succeeded), the best of
 // the last `rate_window` large writes (bytes over the seconds the write
 // took) stands in: a write's time includes the application's own work
@@ -217,6 +220,7 @@ class LinkChooser {
   std::vector<double> tcp_rates_;    // the window, oldest first
   std::vector<double> write_rates_;
   std::optional<double> rtt_;
+  std::optional<std::uint64_t> last_delivered_;  // tcpi_bytes_acked of the last reading
   bool socket_figures_ = false;  // observe() was called: writes are not used
   std::optional<CodecChoice> current_;
   std::optional<CodecChoice> challenger_;

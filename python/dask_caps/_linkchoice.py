@@ -18,6 +18,12 @@ and found by name in every Dask release 2022.12 to 2026.7:
         sample covers that message: docs/link-choice.md); where the socket
         gives none, how long the write took.
 
+The connection's TCP_INFO is also read before a frame of OBSERVE_BYTES or
+more is chosen: by then the previous message has usually been delivered,
+and its sample is one the reading after its write could not see yet. A
+reading with nothing delivered since the last one is not a new sample (the
+core's rule), so reading twice costs one getsockopt and nothing else.
+
 A frame is only ever compressed with a codec the receiver decodes: the
 chooser is made with the receiver's codecs alone. Nothing here raises into
 Dask: a failure of the choice falls back to Dask's own maybe_compress.
@@ -27,6 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 
 import dask_caps
 from dask_caps._core import LinkChooser
@@ -42,10 +49,10 @@ _current = threading.local()
 class Link:
     """The codec choice of one connection, in the direction this process writes."""
 
-    __slots__ = ("chooser", "peer", "peer_kind", "ratio", "stats")
+    __slots__ = ("chooser", "peer", "peer_kind", "ratio", "stats", "comm_ref")
 
     def __init__(self, receiver_codecs, *, same_host: bool, pin, dask_release: str, peer: str,
-                 peer_kind: str, stats):
+                 peer_kind: str, stats, comm=None):
         self.chooser = LinkChooser(list(receiver_codecs), same_host=same_host, pin=pin,
                                    dask_release=dask_release)
         self.peer = peer  # already bounded and escaped by the caller
@@ -54,10 +61,22 @@ class Link:
         # raw one (the core's, for this release: core/wire/dask_release.h)
         self.ratio = self.chooser.ratio
         self.stats = stats  # the plugin's counters (dask_caps/_metrics.py)
+        # The connection, weakly (its socket is read before large frames);
+        # None where there is none or it cannot be referred to weakly.
+        self.comm_ref = None
+        if comm is not None:
+            try:
+                self.comm_ref = weakref.ref(comm)
+            except TypeError:
+                self.comm_ref = None
 
     def compress(self, original, payload, args, kwargs):
         """maybe_compress for one frame written on this connection."""
         try:
+            if self.comm_ref is not None and memoryview(payload).nbytes >= OBSERVE_BYTES:
+                fd = _fd_of(self.comm_ref())
+                if fd >= 0:
+                    self.chooser.observe_socket(fd)
             choice = self.chooser.choose(payload)
         except Exception:  # noqa: BLE001 - a frame the chooser cannot read: Dask decides
             choice = None
@@ -85,15 +104,19 @@ class Link:
 
     def observe(self, comm, nbytes: int, seconds: float) -> None:
         """What the write of `nbytes` that just returned says of the link."""
-        sock = getattr(getattr(comm, "stream", None), "socket", None)
-        fd = -1
-        try:
-            fd = sock.fileno() if sock is not None else -1
-        except Exception:  # noqa: BLE001 - a closed socket has no figures
-            fd = -1
+        fd = _fd_of(comm)
         if fd >= 0 and self.chooser.observe_socket(fd):
             return
         self.chooser.observe_write(nbytes, seconds)
+
+
+def _fd_of(comm) -> int:
+    """The descriptor of a TCP comm's socket, or -1 (none, or closed)."""
+    sock = getattr(getattr(comm, "stream", None), "socket", None)
+    try:
+        return sock.fileno() if sock is not None else -1
+    except Exception:  # noqa: BLE001 - a closed socket has no figures
+        return -1
 
 
 def current():

@@ -439,7 +439,7 @@ def make_plan(local: dict, remote: dict, dask_options: dict):
     return write, plan, peer, problem
 
 
-def _make_link(local: dict, remote: dict, peer):
+def _make_link(local: dict, remote: dict, peer, comm=None):
     """The connection's codec per link (dask-caps.link-choice), among the
     codecs the peer decodes that the core writes; None where it is off or
     cannot be made (a pinned codec the peer lacks: one warning line)."""
@@ -451,7 +451,7 @@ def _make_link(local: dict, remote: dict, peer):
                                 pin=pin if isinstance(pin, str) else None, dask_release=_DASK_RELEASE,
                                 peer=shown(remote.get("address"), 200),
                                 peer_kind=(peer.role or "unknown") if peer.published else "plain",
-                                stats=STATE.stats)
+                                stats=STATE.stats, comm=comm)
     except Exception as e:  # noqa: BLE001 - today's choice stands
         logger.warning("dask-caps: %s: no codec per link (%s: %s)", shown(remote.get("address"), 200),
                        type(e).__name__, shown(str(e), 200))
@@ -889,7 +889,7 @@ def _handshake_configuration(original, comm, local, remote):
         dask_choice = out.get("compression")
         if _config("choose-codec"):
             out["compression"] = write
-        STATE.keep_plan(comm, remote, plan, _make_link(local, remote, peer))
+        STATE.keep_plan(comm, remote, plan, _make_link(local, remote, peer, comm))
         STATE.stats.peers["published" if peer.published else "plain"] += 1
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(

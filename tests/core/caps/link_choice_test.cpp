@@ -68,7 +68,11 @@ net::LinkFigures link_at(double rate, bool app_limited = false) {
   f.min_rtt_s = 0.001;
   f.delivery_rate = rate;
   f.app_limited = app_limited;
-  f.delivered_bytes = 64 * kMiB;  // past settle_bytes: a connection under way
+  // Past settle_bytes (a connection under way), and more each time: every
+  // reading holds a new sample.
+  static std::uint64_t delivered = 64 * kMiB;
+  delivered += kMiB;
+  f.delivered_bytes = delivered;
   return f;
 }
 
@@ -321,6 +325,30 @@ TEST_CASE("link choice: a connection's first MiB gives no rate (a shaper's full 
   eager.observe(burst);
   REQUIRE(eager.rate());
   CHECK(*eager.rate() == doctest::Approx(100 * k100Mbit));
+}
+
+TEST_CASE("link choice: a reading with nothing delivered since the last holds no new sample") {
+  auto ch = chooser(options());
+  auto first = link_at(k100Mbit);
+  ch.observe(first);
+  REQUIRE(ch.rate());
+  // Read again before any ACK delivered more: the same kernel sample, even
+  // where the figure reads differently, is not a second one.
+  auto again = first;
+  again.delivery_rate = 10 * k100Mbit;
+  again.rtt_s = 0.004;
+  ch.observe(again);
+  CHECK(*ch.rate() == doctest::Approx(k100Mbit));
+  CHECK(ch.rtt() == doctest::Approx(0.004));  // the RTT is still taken
+  // Once more is delivered, the reading is a sample.
+  again.delivered_bytes += 1;
+  ch.observe(again);
+  CHECK(*ch.rate() == doctest::Approx(10 * k100Mbit));
+  // Four repeats of one reading fill one place of the window, not four:
+  // the best of the last four samples still holds the faster one.
+  auto slow = link_at(k100Mbit / 10);
+  for (int i = 0; i < 4; ++i) ch.observe(slow);
+  CHECK(*ch.rate() == doctest::Approx(10 * k100Mbit));
 }
 
 TEST_CASE("link figures: TCP_INFO of a TCP socket; none of another socket") {

@@ -28,7 +28,10 @@ net::LinkFigures link_at(double rate) {
   f.rtt_s = 0.002;
   f.delivery_rate = rate;
   f.app_limited = false;
-  f.delivered_bytes = std::uint64_t{64} << 20;  // a connection under way (settle_bytes)
+  // A connection under way (settle_bytes), more delivered at every reading.
+  static std::uint64_t delivered = std::uint64_t{64} << 20;
+  delivered += std::uint64_t{1} << 20;
+  f.delivered_bytes = delivered;
   return f;
 }
 
