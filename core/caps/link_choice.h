@@ -60,13 +60,13 @@
 // to send). A reading whose tcpi_bytes_acked equals the previous
 // reading's holds the same sample (the kernel takes one only when an ACK
 // delivers data), so it is not counted twice: callers may read as often as
-// they like (before a large frame is chosen, and after it was written). Only where the socket
-// gives no TCP_INFO at all (observe_socket() never succeeded), the best of
-// the last `rate_window` large writes (bytes over the seconds the write
-// took) stands in: a write's time includes the application's own work
-// (serialising, the event loop), so on a fast link it understates the
-// rate, and a socket that has TCP_INFO is better left unknown until the
-// kernel has a sample.
+// they like (before a large frame is chosen, and after it was written).
+// Only where the socket gives no TCP_INFO at all (observe_socket() never
+// succeeded), the best of the last `rate_window` large writes (bytes over
+// the seconds the write took) stands in: a write's time includes the
+// application's own work (serialising, the event loop), so on a fast link
+// it understates the rate, and a socket that has TCP_INFO is better left
+// unknown until the kernel has a sample.
 #pragma once
 
 #include <cstdint>
