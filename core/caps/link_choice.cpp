@@ -146,6 +146,9 @@ Result<LinkChooser> LinkChooser::make(ChooserOptions options) {
   if (options.votes == 0) return make_error(Errc::usage, "link choice: votes must be at least 1");
   if (options.rate_window == 0) return make_error(Errc::usage, "link choice: rate_window must be at least 1");
   if (!(options.margin >= 0.0)) return make_error(Errc::usage, "link choice: margin must not be negative");
+  if (!(options.span_seconds >= 0.0))
+    return make_error(Errc::usage, "link choice: span_seconds must not be negative");
+  if (!(options.peak_factor >= 1.0)) return make_error(Errc::usage, "link choice: peak_factor must be at least 1");
   for (int level : options.zstd_levels) {
     if (level < 1 || level > 22)
       return make_error(Errc::usage, "link choice: zstd level " + std::to_string(level) + ": zstd levels are 1 to 22");
@@ -184,11 +187,24 @@ void LinkChooser::add_sample(std::vector<double>& window, double value) {
 void LinkChooser::observe(const net::LinkFigures& figures) {
   socket_figures_ = true;
   if (figures.rtt_s > 0.0) rtt_ = figures.rtt_s;
-  // Nothing delivered since the last reading: the kernel's sample is the
-  // one already counted (or refused).
+  // Nothing acknowledged since the last reading: the kernel's sample is the
+  // one already weighed.
   const bool fresh = !last_delivered_ || *last_delivered_ != figures.delivered_bytes;
   last_delivered_ = figures.delivered_bytes;
-  if (fresh && !figures.app_limited && figures.delivered_bytes >= options_.settle_bytes)
+  if (figures.delivered_bytes < span_bytes_ || figures.busy_s < span_busy_) {
+    span_bytes_ = figures.delivered_bytes;  // not the socket the span began on
+    span_busy_ = figures.busy_s;
+    span_rate_.reset();
+    return;
+  }
+  const double busy = figures.busy_s - span_busy_;
+  if (busy >= options_.span_seconds && busy >= 10.0 * figures.min_rtt_s && busy > 0.0) {
+    span_rate_ = static_cast<double>(figures.delivered_bytes - span_bytes_) / busy;
+    add_sample(tcp_rates_, *span_rate_);
+    span_bytes_ = figures.delivered_bytes;
+    span_busy_ = figures.busy_s;
+  }
+  if (fresh && !figures.app_limited && span_rate_ && figures.delivery_rate <= options_.peak_factor * *span_rate_)
     add_sample(tcp_rates_, figures.delivery_rate);
 }
 

@@ -47,20 +47,33 @@
 // Every change of the connection's choice is recorded (last_change(),
 // changes()) so that the caller can log one line (describe()).
 //
-// The link rate (rate()): the best of the last `rate_window` TCP
-// delivery-rate samples that were not application-limited (the bottleneck
-// filter BBR uses: the best recent sample, so that an idle gap does not
-// lower it and a slower link is followed within `rate_window` samples).
-// Application-limited samples are not used at all: they say how fast the
-// sender wrote, and behind a token-bucket shaper the first packets of a
-// burst even arrive faster than the link's rate. Nor are samples taken
-// before the connection has delivered `settle_bytes`: its first flight
-// passes a shaper's full bucket at the speed of the wire, and the kernel
-// does not mark those samples application-limited (the sender had plenty
-// to send). A reading whose tcpi_bytes_acked equals the previous
-// reading's holds the same sample (the kernel takes one only when an ACK
-// delivers data), so it is not counted twice: callers may read as often as
-// they like (before a large frame is chosen, and after it was written).
+// The link rate (rate()): the best of the last `rate_window` samples of
+// two kinds, both from TCP_INFO (net/link_figures.h):
+//   - spans. TCP_INFO counts, from the connection's start, the bytes
+//     acknowledged and the time the connection was busy (data in flight or
+//     queued). A span runs from the connection's start, later from the
+//     reading that closed the previous span, to a reading; once its busy
+//     time reaches `span_seconds` and ten times the connection's lowest
+//     RTT, it closes and gives a sample: bytes over busy seconds. A shorter
+//     span is not a sample, and the next reading extends it. Idle time is
+//     not in a span; a token-bucket shaper's burst (after an idle pause, or
+//     a new connection's first flight) is a small part of one that long;
+//     the kernel's 4 ms clock and a round trip per busy period are too.
+//     A span understates the link wherever the link idled while the
+//     connection was busy (a receiver or a sender slow on busy cores);
+//   - the kernel's own sample of the last ACK (tcpi_delivery_rate, BBR's
+//     figure), which reads the link's peak, but only when it is not
+//     application-limited, holds an ACK since the previous reading (the
+//     kernel keeps its sample until an ACK delivers data), and lies within
+//     `peak_factor` of the latest span: a shaper's burst reads 50 to 300
+//     times the link, a span's understatement was 2 at most
+//     (docs/link-choice.md). Before a span has closed, none counts.
+// The best, not the latest (BBR's bottleneck filter): a slow moment does
+// not lower the rate, and a link that slowed down is followed within
+// `rate_window` samples. Readings may come as often as the caller likes
+// (before a large frame is chosen, and after it was written). Counters
+// lower than the span's start (another socket's figures) restart the span
+// there, and no kernel sample counts until it closes again.
 // Only where the socket gives no TCP_INFO at all (observe_socket() never
 // succeeded), the best of the last `rate_window` large writes (bytes over
 // the seconds the write took) stands in: a write's time includes the
@@ -130,10 +143,14 @@ struct ChooserOptions {
   std::uint32_t votes = 3;
   /// Rate samples kept (the estimate is their best).
   std::uint32_t rate_window = 4;
-  /// TCP samples count only once the connection has delivered this many
-  /// bytes (tcpi_bytes_acked): before that, they may be the first flight's
-  /// burst through a shaper's full bucket (docs/link-choice.md).
-  std::uint64_t settle_bytes = std::uint64_t{1} << 20;
+  /// A span of TCP_INFO readings gives a rate sample once the connection
+  /// was busy this long in it (and ten times its lowest RTT): long enough
+  /// that a shaper's burst, the kernel's 4 ms clock and a round trip are a
+  /// small part of it (docs/link-choice.md).
+  double span_seconds = 0.1;
+  /// The kernel's sample of the last ACK counts only up to this many times
+  /// the latest span's rate.
+  double peak_factor = 4.0;
   /// Writes smaller than this say nothing of the link (they fit the
   /// socket's buffer) and are ignored by observe_write().
   std::uint64_t min_write_bytes = std::uint64_t{1} << 20;
@@ -158,16 +175,15 @@ std::string describe(const ChoiceChange& change);
 class LinkChooser {
  public:
   /// Errors (Errc::usage): a pin the receiver does not decode, a zstd level
-  /// outside 1-22, votes or rate_window of 0, a negative margin.
+  /// outside 1-22, votes or rate_window of 0, a negative margin or
+  /// span_seconds, a peak_factor below 1.
   static Result<LinkChooser> make(ChooserOptions options);
 
   /// TCP_INFO figures of the connection's socket.
   void observe(const net::LinkFigures& figures);
   /// Reads TCP_INFO of `fd` and observes it; false when the socket gives
-  /// no figures (the chooser is unchanged). Best called right after a large
-  /// write was handed to the kernel, while its tail is still in flight: once
-  /// a write has been delivered whole, the kernel's last sample is one the
-  /// sender limited (its queue ran empty), which is not used.
+  /// no figures (the chooser is unchanged). Any moment will do: before a
+  /// large frame is chosen, after a large write.
   bool observe_socket(int fd);
   /// A write of `bytes` took `seconds` (to the kernel's acceptance of its
   /// last byte). Ignored below min_write_bytes or for seconds <= 0.
@@ -220,6 +236,10 @@ class LinkChooser {
   std::vector<double> tcp_rates_;    // the window, oldest first
   std::vector<double> write_rates_;
   std::optional<double> rtt_;
+  // Where the open span began: bytes acknowledged and busy seconds.
+  std::uint64_t span_bytes_ = 0;
+  double span_busy_ = 0.0;
+  std::optional<double> span_rate_;  // the latest closed span's rate
   std::optional<std::uint64_t> last_delivered_;  // tcpi_bytes_acked of the last reading
   bool socket_figures_ = false;  // observe() was called: writes are not used
   std::optional<CodecChoice> current_;
@@ -233,9 +253,8 @@ class LinkChooser {
 /// What `dask-caps check` says of one link: the rate the chooser takes from
 /// one reading of TCP_INFO, and the codec it would choose there for a
 /// large frame of measurement-like data (reference_frame()); codec nullopt:
-/// the link is unknown (no rate sample the sender did not limit, or less
-/// than settle_bytes delivered, as after a handshake alone), Dask's choice
-/// stays.
+/// the link is unknown (the connection was busy less than span_seconds in
+/// its life, as after a handshake alone), Dask's choice stays.
 struct LinkView {
   std::optional<double> rate;
   std::string rate_source;  // "tcp" or "unknown"

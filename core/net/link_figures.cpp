@@ -17,11 +17,11 @@ std::optional<LinkFigures> read_link_figures(int fd) {
   socklen_t len = sizeof info;
   if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return std::nullopt;
   // An older kernel fills a shorter struct: every field read must lie
-  // inside what it returned. tcpi_delivery_rate is the last one read
-  // (tcpi_delivery_rate_app_limited is a bit in the struct's first bytes).
-  constexpr std::size_t need = offsetof(struct tcp_info, tcpi_delivery_rate) + sizeof info.tcpi_delivery_rate;
+  // inside what it returned. tcpi_busy_time is the last one read.
+  constexpr std::size_t need = offsetof(struct tcp_info, tcpi_busy_time) + sizeof info.tcpi_busy_time;
   static_assert(offsetof(struct tcp_info, tcpi_bytes_acked) < need);
   static_assert(offsetof(struct tcp_info, tcpi_min_rtt) < need);
+  static_assert(offsetof(struct tcp_info, tcpi_delivery_rate) < need);
   if (static_cast<std::size_t>(len) < need) return std::nullopt;
   LinkFigures f;
   f.rtt_s = static_cast<double>(info.tcpi_rtt) * 1e-6;
@@ -29,6 +29,7 @@ std::optional<LinkFigures> read_link_figures(int fd) {
   f.delivery_rate = static_cast<double>(info.tcpi_delivery_rate);
   f.app_limited = info.tcpi_delivery_rate_app_limited != 0;
   f.delivered_bytes = info.tcpi_bytes_acked;
+  f.busy_s = static_cast<double>(info.tcpi_busy_time) * 1e-6;
   return f;
 #else
   (void)fd;

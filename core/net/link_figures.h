@@ -3,13 +3,18 @@
 //
 // read_link_figures(fd) asks TCP_INFO (Linux) for one socket:
 //   rtt, min_rtt        the smoothed RTT and the lowest RTT seen (seconds)
-//   delivery_rate       bytes per second of the last delivery-rate sample
-//                       (Linux 4.9+, the rate BBR uses)
+//   delivery_rate       bytes per second of the kernel's last delivery-rate
+//                       sample (the last ACK's; Linux 4.9+, the rate BBR uses)
 //   app_limited         that sample was taken while the sender had too little
 //                       to send: it says how fast the application wrote, not
-//                       how fast the link carries; callers must not take it
-//                       as the link's rate (docs/link-choice.md says why)
+//                       how fast the link carries
 //   delivered_bytes     bytes acknowledged so far (tcpi_bytes_acked)
+//   busy_s              seconds the connection has had data in flight or
+//                       waiting to be sent (tcpi_busy_time, Linux 4.10+;
+//                       the kernel counts it in jiffies, 4 ms at HZ=250)
+// The two counters run from the connection's start: what the link carried
+// between two readings is their difference (docs/link-choice.md says how
+// the choice weighs that against tcpi_delivery_rate).
 // nullopt: the socket gives no link figures (not a TCP socket, a kernel
 // whose struct tcp_info is shorter than the fields read, another OS). The
 // returned length is checked to cover every field read before any is used.
@@ -28,6 +33,7 @@ struct LinkFigures {
   double delivery_rate = 0.0;
   bool app_limited = true;
   std::uint64_t delivered_bytes = 0;
+  double busy_s = 0.0;
 };
 
 std::optional<LinkFigures> read_link_figures(int fd);

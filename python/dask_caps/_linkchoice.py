@@ -14,15 +14,15 @@ and found by name in every Dask release 2022.12 to 2026.7:
         call with the connection's codec, today's choice.
   distributed.comm.tcp.TCP.write
         after a message of OBSERVE_BYTES or more was handed to the kernel,
-        the connection's TCP_INFO (the moment the kernel's delivery-rate
-        sample covers that message: docs/link-choice.md); where the socket
-        gives none, how long the write took.
+        the connection's TCP_INFO; where the socket gives none, how long
+        the write took.
 
 The connection's TCP_INFO is also read before a frame of OBSERVE_BYTES or
-more is chosen: by then the previous message has usually been delivered,
-and its sample is one the reading after its write could not see yet. A
-reading with nothing delivered since the last one is not a new sample (the
-core's rule), so reading twice costs one getsockopt and nothing else.
+more is chosen, so that what the previous message carried counts before
+this one is coded. The core takes the rate from what the connection
+carried while busy between readings, and from the kernel's sample of the
+last ACK near that (docs/link-choice.md), so any moment will do and an
+extra reading costs one getsockopt.
 
 A frame is only ever compressed with a codec the receiver decodes: the
 chooser is made with the receiver's codecs alone. Nothing here raises into

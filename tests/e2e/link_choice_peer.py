@@ -8,7 +8,8 @@ whether what arrived is what was sent, and what the chooser measured.
 
     link_choice_peer.py MODULE_DIR FRAMES   (FRAMES: e.g. "c,c,c,c,c,r,r,r")
 c: 2 MiB of float64 readings with one decimal (compressible); r: 2 MiB of
-random bytes. Dask's same-host rule is not applied (same_host=False): the
+random bytes; a last kind with "+" ("c+") is repeated until the chooser
+knows the link's rate, at most MAX_REPEAT times. Dask's same-host rule is not applied (same_host=False): the
 link under test is loopback.
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ from distributed.protocol.compression import compressions  # noqa: E402
 from dask_caps import _core  # noqa: E402
 
 MiB = 1 << 20
+MAX_REPEAT = 2000
 
 
 def frame(kind: str, seed: int) -> bytes:
@@ -43,6 +45,9 @@ def frame(kind: str, seed: int) -> bytes:
 
 async def main() -> None:
     kinds = sys.argv[2].split(",")
+    repeat = kinds[-1].endswith("+")
+    if repeat:
+        kinds[-1] = kinds[-1][:-1]
     received: asyncio.Queue = asyncio.Queue()
 
     async def handle(comm):
@@ -62,14 +67,14 @@ async def main() -> None:
     receiver = sorted(name for name in compressions if isinstance(name, str) and name != "auto")
     chooser = _core.LinkChooser(receiver, same_host=False)
     out = {"receiver": receiver, "frames": []}
-    for i, kind in enumerate(kinds):
+    i = 0
+    while i < len(kinds) or (repeat and chooser.rate is None and i < len(kinds) + MAX_REPEAT):
+        kind = kinds[min(i, len(kinds) - 1)]
         data = frame(kind, i)
         choice = chooser.choose(data)
         comm.handshake_options["compression"] = None if choice in (None, "none") else choice
         start = time.monotonic()
         await comm.write({"op": "data", "i": i, "payload": to_serialize(data)})
-        # While the frame's tail is still in flight: the kernel's last rate
-        # sample is then one the sender did not limit.
         seconds = time.monotonic() - start
         chooser.observe_socket(sock.fileno())
         ack = await comm.read()
@@ -80,6 +85,7 @@ async def main() -> None:
             chooser.observe_write(len(data), seconds)
         out["frames"].append({"kind": kind, "choice": choice, "level": chooser.level, "ack": ack,
                               "arrived": msg["i"] == i and bytes(payload) == data})
+        i += 1
     out["rate_source"] = chooser.rate_source
     out["rate"] = chooser.rate if chooser.rate is None or math.isfinite(chooser.rate) else None
     out["rtt"] = chooser.rtt

@@ -124,8 +124,8 @@ void Session::Side::on_read_eof(net::Connection&) {
 }
 
 void Session::Side::on_drained(net::Connection&) {
-  // The queue ran empty while the link carried its tail: a sample the
-  // bridge did not limit, if the kernel has one.
+  // The queue ran empty while the link carried its tail: a reading at the
+  // end of a busy stretch.
   session.observe_link(*this, ~std::uint64_t{0});
   Side& sender = session.other(*this);
   if (sender.cut.rest)
@@ -510,10 +510,9 @@ void Session::open_link(Side& to, const Delivery& plan, TranscodeOptions& option
 }
 
 // What the kernel says of the link to `to`, after `bytes_sent` more were
-// handed to it: read once every 64 KiB (small messages alone leave the link
-// idle and their samples application-limited, which the chooser ignores;
-// this bounds the reads to one per 64 KiB sent) and when its full queue
-// drains (~0).
+// handed to it: read once every 64 KiB (the chooser's span of readings
+// closes once it holds 0.1 s of sending, so more readings add nothing; this
+// bounds them to one per 64 KiB sent) and when its full queue drains (~0).
 void Session::observe_link(Side& to, std::uint64_t bytes_sent) {
   constexpr std::uint64_t kObserveEvery = std::uint64_t{64} << 10;
   if (!to.link || !to.conn || to.closed) return;

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "tests/support/link_wire.h"
 #include "tests/support/test_bytes.h"
 
 using namespace daskcaps;
@@ -62,19 +63,7 @@ Buffer measurements(std::uint64_t bytes, std::uint32_t seed = 1) {
   return out;
 }
 
-net::LinkFigures link_at(double rate, bool app_limited = false) {
-  net::LinkFigures f;
-  f.rtt_s = 0.002;
-  f.min_rtt_s = 0.001;
-  f.delivery_rate = rate;
-  f.app_limited = app_limited;
-  // Past settle_bytes (a connection under way), and more each time: every
-  // reading holds a new sample.
-  static std::uint64_t delivered = 64 * kMiB;
-  delivered += kMiB;
-  f.delivered_bytes = delivered;
-  return f;
-}
+using Wire = testsupport::LinkWire;
 
 constexpr double k100Mbit = 12.5e6;
 constexpr double k10Gbit = 1.25e9;
@@ -88,7 +77,7 @@ bool decodable(const std::optional<CodecChoice>& c, const std::vector<Codec>& re
 TEST_CASE("link choice: a slow link gets a codec for compressible data, a fast one none") {
   const Buffer data = measurements(2 * kMiB);
   auto slow = chooser(options());
-  slow.observe(link_at(k100Mbit));
+  slow.observe(Wire{}.carry(k100Mbit));
   const auto c = slow.choose(data);
   REQUIRE(c);
   CHECK(c->codec != Codec::none);
@@ -99,7 +88,7 @@ TEST_CASE("link choice: a slow link gets a codec for compressible data, a fast o
   CHECK(link::describe(*slow.last_change()).find("codec for this link: (Dask's) -> ") == 0);
 
   auto fast = chooser(options());
-  fast.observe(link_at(k10Gbit));
+  fast.observe(Wire{}.carry(k10Gbit));
   const auto f = fast.choose(data);
   REQUIRE(f);
   CHECK(f->codec == Codec::none);
@@ -108,7 +97,7 @@ TEST_CASE("link choice: a slow link gets a codec for compressible data, a fast o
 TEST_CASE("link choice: random bytes go raw even on a slow link") {
   const Buffer noise = testsupport::random_bytes(2 * kMiB);
   auto ch = chooser(options());
-  ch.observe(link_at(k100Mbit));
+  ch.observe(Wire{}.carry(k100Mbit));
   for (int i = 0; i < 5; ++i) {
     const auto c = ch.choose(noise);
     REQUIRE(c);
@@ -121,7 +110,7 @@ TEST_CASE("link choice: random frames between compressible ones go raw without c
   const Buffer data = measurements(2 * kMiB);
   const Buffer noise = testsupport::random_bytes(2 * kMiB);
   auto ch = chooser(options());
-  ch.observe(link_at(k100Mbit));
+  ch.observe(Wire{}.carry(k100Mbit));
   const auto first = ch.choose(data);
   REQUIRE(first);
   REQUIRE(first->codec != Codec::none);
@@ -142,7 +131,7 @@ TEST_CASE("link choice: hysteresis, a link that wavers around the break-even poi
   for (int i = 0; i < 60; ++i) {
     const double mid = std::sqrt(lo * hi);
     auto c = chooser(options());
-    c.observe(link_at(mid));
+    c.observe(Wire{}.carry(mid));
     const auto got = c.choose(data);
     REQUIRE(got);
     (got->codec == Codec::none ? hi : lo) = mid;
@@ -151,9 +140,10 @@ TEST_CASE("link choice: hysteresis, a link that wavers around the break-even poi
   ChooserOptions o = options();
   o.rate_window = 1;  // every sample is the rate at once
   auto ch = chooser(o);
+  Wire w;
   std::optional<CodecChoice> first;
   for (int i = 0; i < 40; ++i) {
-    ch.observe(link_at(even * (i % 2 ? 1.05 : 0.95)));
+    ch.observe(w.carry(even * (i % 2 ? 1.05 : 0.95)));
     const auto c = ch.choose(data);
     REQUIRE(c);
     if (!first) first = c;
@@ -167,22 +157,23 @@ TEST_CASE("link choice: a single odd frame does not change the choice; a lasting
   ChooserOptions o = options();
   o.rate_window = 1;
   auto ch = chooser(o);
-  ch.observe(link_at(k100Mbit));
+  Wire w;
+  ch.observe(w.carry(k100Mbit));
   const auto slow_choice = ch.choose(data);
   REQUIRE(slow_choice);
   REQUIRE(slow_choice->codec != Codec::none);
   // Two fast frames (fewer than `votes`), then slow again: no change.
   for (int i = 0; i < 2; ++i) {
-    ch.observe(link_at(k10Gbit));
+    ch.observe(w.carry(k10Gbit));
     CHECK(ch.choose(data) == slow_choice);
   }
-  ch.observe(link_at(k100Mbit));
+  ch.observe(w.carry(k100Mbit));
   CHECK(ch.choose(data) == slow_choice);
   CHECK(ch.changes() == 1);
   // The link turns fast for good: none within `votes` frames.
   int frames = 0;
   while (ch.current() != CodecChoice{} && frames < 10) {
-    ch.observe(link_at(k10Gbit));
+    ch.observe(w.carry(k10Gbit));
     (void)ch.choose(data);
     ++frames;
   }
@@ -195,11 +186,12 @@ TEST_CASE("link choice: a single odd frame does not change the choice; a lasting
 TEST_CASE("link choice: a link that slows down is followed within rate_window + votes large frames") {
   const Buffer data = measurements(2 * kMiB);
   auto ch = chooser(options());  // rate_window 4, votes 3
-  ch.observe(link_at(k10Gbit));
+  Wire w;
+  ch.observe(w.carry(k10Gbit));
   REQUIRE(ch.choose(data) == CodecChoice{});
   int frames = 0;
   while (ch.current() == CodecChoice{} && frames < 20) {
-    ch.observe(link_at(k100Mbit));
+    ch.observe(w.carry(k100Mbit));
     (void)ch.choose(data);
     ++frames;
   }
@@ -216,7 +208,7 @@ TEST_CASE("link choice: never a codec the receiver cannot decode") {
   for (const auto& receiver : receivers) {
     for (double rate : {1e5, 1e6, k100Mbit, 1.25e8, k10Gbit}) {
       auto ch = chooser(options(receiver));
-      ch.observe(link_at(rate));
+      ch.observe(Wire{}.carry(rate));
       for (int i = 0; i < 4; ++i) {
         const auto c = ch.choose(data);
         CHECK(decodable(c, receiver));
@@ -224,7 +216,7 @@ TEST_CASE("link choice: never a codec the receiver cannot decode") {
     }
   }
   auto none = chooser(options({}));
-  none.observe(link_at(1e5));
+  none.observe(Wire{}.carry(1e5));
   CHECK(none.choose(data) == CodecChoice{});
   CHECK(none.candidates().size() == 1);
 
@@ -243,14 +235,14 @@ TEST_CASE("link choice: Dask's rules first: small frames, same host and a pin") 
   const Buffer data = measurements(2 * kMiB);
   const Buffer small = measurements(8000);
   auto ch = chooser(options());
-  ch.observe(link_at(1e5));
+  ch.observe(Wire{}.carry(1e5));
   CHECK(ch.choose(small) == CodecChoice{});
   CHECK_FALSE(ch.current());  // a small frame is no vote
 
   ChooserOptions same = options();
   same.same_host = true;
   auto local = chooser(same);
-  local.observe(link_at(1e5));
+  local.observe(Wire{}.carry(1e5));
   CHECK(local.choose(data) == CodecChoice{});
 
   ChooserOptions pinned = options();
@@ -279,76 +271,142 @@ TEST_CASE("link choice: the link's rate, from what is reliable") {
   CHECK(*ch.rate() == doctest::Approx(4.0 * kMiB / 0.5));
   CHECK(std::string(ch.rate_source()) == "writes");
 
-  // Once the socket gives TCP_INFO, only its samples count; an
-  // application-limited one says how fast the sender wrote, not the link.
-  ch.observe(link_at(1e5, /*app_limited=*/true));
+  // Once the socket gives TCP_INFO, only its samples count, and a span
+  // shorter than span_seconds is none yet.
+  Wire w;
+  ch.observe(w.carry(1e5, 0.01));
   CHECK_FALSE(ch.rate());
   CHECK(std::string(ch.rate_source()) == "unknown");
   CHECK(ch.rtt() == doctest::Approx(0.002));
-  ch.observe(link_at(k100Mbit));
-  CHECK(*ch.rate() == doctest::Approx(k100Mbit));
+  ch.observe(w.carry(k100Mbit));
+  REQUIRE(ch.rate());
   CHECK(std::string(ch.rate_source()) == "tcp");
-  // Application-limited samples never count, lower or higher (behind a
-  // token-bucket shaper a burst arrives faster than the link).
-  ch.observe(link_at(1e5, true));
-  CHECK(*ch.rate() == doctest::Approx(k100Mbit));
-  ch.observe(link_at(100 * k100Mbit, true));
-  CHECK(*ch.rate() == doctest::Approx(k100Mbit));
+  // The span ran from the connection's start: 0.21 s busy.
+  CHECK(*ch.rate() == doctest::Approx((1e5 * 0.01 + k100Mbit * 0.2) / 0.21));
   ch.observe_write(64 * kMiB, 0.001);
-  CHECK(*ch.rate() == doctest::Approx(k100Mbit));
+  CHECK(*ch.rate() == doctest::Approx((1e5 * 0.01 + k100Mbit * 0.2) / 0.21));
+
+  auto neg = options();
+  neg.span_seconds = -1.0;
+  CHECK_FALSE(LinkChooser::make(neg).ok());
 }
 
-TEST_CASE("link choice: a connection's first MiB gives no rate (a shaper's full bucket)") {
+TEST_CASE("link choice: a span closes at span_seconds busy, and at ten lowest RTTs") {
   auto ch = chooser(options());
-  // The first flight through a token bucket, not application-limited.
-  auto burst = link_at(100 * k100Mbit);
-  burst.delivered_bytes = 220 * 1000;
-  ch.observe(burst);
+  Wire w;
+  ch.observe(w.carry(k100Mbit, 0.099));
   CHECK_FALSE(ch.rate());
-  CHECK(std::string(ch.rate_source()) == "unknown");
-  CHECK(ch.rtt() == doctest::Approx(0.002));  // the RTT is still taken
-  CHECK_FALSE(ch.choose(measurements(4 * kMiB)));
-  // One byte short of the bound: still not; at it: the link's rate.
-  auto almost = link_at(k100Mbit);
-  almost.delivered_bytes = (std::uint64_t{1} << 20) - 1;
-  ch.observe(almost);
-  CHECK_FALSE(ch.rate());
-  auto settled = link_at(k100Mbit);
-  settled.delivered_bytes = std::uint64_t{1} << 20;
-  ch.observe(settled);
+  ch.observe(w.carry(k100Mbit, 0.001));
   REQUIRE(ch.rate());
   CHECK(*ch.rate() == doctest::Approx(k100Mbit));
-  // The bound is an option: 0 takes every sample from the first byte.
-  auto o = options();
-  o.settle_bytes = 0;
-  auto eager = chooser(o);
-  eager.observe(burst);
-  REQUIRE(eager.rate());
-  CHECK(*eager.rate() == doctest::Approx(100 * k100Mbit));
+
+  // A long round trip: busy time holds one that carries nothing per busy
+  // period, so the span waits for ten of them.
+  auto far = chooser(options());
+  Wire wan;
+  auto f = wan.carry(k100Mbit, 0.3);
+  f.min_rtt_s = 0.05;
+  far.observe(f);
+  CHECK_FALSE(far.rate());
+  f = wan.carry(k100Mbit, 0.2);
+  f.min_rtt_s = 0.05;
+  far.observe(f);
+  REQUIRE(far.rate());
+  CHECK(*far.rate() == doctest::Approx(k100Mbit));
 }
 
-TEST_CASE("link choice: a reading with nothing delivered since the last holds no new sample") {
+TEST_CASE("link choice: a shaper's burst is a small part of a span, not a sample (first flight, after idle)") {
+  // A new connection's first flight passes a token bucket's 256 KB at the
+  // wire's speed: a reading then has 4 ms of busy time, no sample.
   auto ch = chooser(options());
-  auto first = link_at(k100Mbit);
+  Wire w;
+  constexpr double kBurst = 64e6;  // 256 KB in 4 ms
+  ch.observe(w.carry(kBurst, 0.004));
+  CHECK_FALSE(ch.rate());
+  CHECK_FALSE(ch.choose(measurements(4 * kMiB)));
+  // The message goes on at the link's rate; the span that closes holds the
+  // burst as the small part it is.
+  ch.observe(w.carry(k100Mbit, 0.3));
+  REQUIRE(ch.rate());
+  CHECK(*ch.rate() < 1.1 * k100Mbit);
+  CHECK(*ch.rate() > k100Mbit);
+  // After an idle pause (no busy time, the bucket refilled) the next
+  // message bursts again: read right after its write, nothing is counted;
+  // read once it has gone on, the span is the link's rate again.
+  ch.observe(w.carry(kBurst, 0.004));
+  ch.observe(w.carry(k100Mbit, 0.004));
+  CHECK(*ch.rate() < 1.1 * k100Mbit);
+  ch.observe(w.carry(k100Mbit, 1.0));
+  CHECK(*ch.rate() < 1.1 * k100Mbit);
+}
+
+TEST_CASE("link choice: the kernel's sample of the last ACK counts within peak_factor of a span") {
+  auto ch = chooser(options());
+  Wire w;
+  // Before a span has closed, no kernel sample counts (a first flight).
+  auto first = w.carry(64e6, 0.004);  // 256 KB of a full bucket
+  first.delivery_rate = 1e9;
+  first.app_limited = false;
+  ch.observe(first);
+  CHECK_FALSE(ch.rate());
+  // A 1 Gbit/s link whose span reads 60 MB/s (the link idled while the
+  // connection was busy: slow receivers on busy cores).
+  ch.observe(w.carry(60e6, 0.3));
+  REQUIRE(ch.rate());
+  const double span = *ch.rate();
+  CHECK(span < 70e6);
+  // The link's peak, 118 MB/s: within 4 times the span, so it counts.
+  auto peak = w.carry(118e6, 0.01);
+  peak.delivery_rate = 118e6;
+  peak.app_limited = false;
+  ch.observe(peak);
+  CHECK(*ch.rate() == doctest::Approx(118e6));
+  // A burst through a shaper's bucket (3.9 GB/s), an application-limited
+  // sample, and the same sample read again once nothing more was
+  // acknowledged: none counts.
+  auto burst = w.carry(60e6, 0.01);
+  burst.delivery_rate = 3.9e9;
+  burst.app_limited = false;
+  ch.observe(burst);
+  auto limited = w.carry(60e6, 0.01);
+  limited.delivery_rate = 200e6;
+  ch.observe(limited);
+  auto again = limited;
+  again.delivery_rate = 200e6;
+  again.app_limited = false;
+  ch.observe(again);
+  CHECK(*ch.rate() == doctest::Approx(118e6));
+  // The bound is an option, at least 1.
+  auto o = options();
+  o.peak_factor = 0.5;
+  CHECK_FALSE(LinkChooser::make(o).ok());
+}
+
+TEST_CASE("link choice: readings inside a span add nothing; counters that go back restart it") {
+  auto ch = chooser(options());
+  Wire w;
+  const auto first = w.carry(k100Mbit, 1.0);
   ch.observe(first);
   REQUIRE(ch.rate());
-  // Read again before any ACK delivered more: the same kernel sample, even
-  // where the figure reads differently, is not a second one.
+  // The same reading again, as often as a caller likes: no second sample,
+  // even where the RTT reads differently.
   auto again = first;
-  again.delivery_rate = 10 * k100Mbit;
   again.rtt_s = 0.004;
-  ch.observe(again);
+  for (int i = 0; i < 4; ++i) ch.observe(again);
   CHECK(*ch.rate() == doctest::Approx(k100Mbit));
   CHECK(ch.rtt() == doctest::Approx(0.004));  // the RTT is still taken
-  // Once more is delivered, the reading is a sample.
-  again.delivered_bytes += 1;
-  ch.observe(again);
+  // Another socket's figures (lower counters): the span restarts there,
+  // and the jump down to them is no sample.
+  Wire other;
+  ch.observe(other.carry(10 * k100Mbit));
+  CHECK(*ch.rate() == doctest::Approx(k100Mbit));
+  ch.observe(other.carry(10 * k100Mbit));
   CHECK(*ch.rate() == doctest::Approx(10 * k100Mbit));
-  // Four repeats of one reading fill one place of the window, not four:
-  // the best of the last four samples still holds the faster one.
-  auto slow = link_at(k100Mbit / 10);
-  for (int i = 0; i < 4; ++i) ch.observe(slow);
+  // The best of the last four samples: four slower spans replace it.
+  for (int i = 0; i < 3; ++i) ch.observe(other.carry(k100Mbit));
   CHECK(*ch.rate() == doctest::Approx(10 * k100Mbit));
+  ch.observe(other.carry(k100Mbit));
+  CHECK(*ch.rate() == doctest::Approx(k100Mbit));
 }
 
 TEST_CASE("link figures: TCP_INFO of a TCP socket; none of another socket") {
@@ -424,15 +482,15 @@ TEST_CASE("link choice: may_code is what choose() could answer without a frame")
   auto unknown = chooser(options());
   CHECK_FALSE(unknown.may_code());
   auto slow = chooser(options());
-  slow.observe(link_at(k100Mbit));
+  slow.observe(Wire{}.carry(k100Mbit));
   CHECK(slow.may_code());
   auto fast = chooser(options());
-  fast.observe(link_at(k10Gbit));
+  fast.observe(Wire{}.carry(k10Gbit));
   CHECK_FALSE(fast.may_code());
   auto o = options();
   o.same_host = true;
   auto same = chooser(o);
-  same.observe(link_at(k100Mbit));
+  same.observe(Wire{}.carry(k100Mbit));
   CHECK_FALSE(same.may_code());
   o = options();
   o.pin = CodecChoice{Codec::lz4, 0};

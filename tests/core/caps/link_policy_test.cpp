@@ -9,10 +9,12 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/link_wire.h"
 #include "tests/support/test_bytes.h"
 
 using namespace daskcaps;
 using link::LinkPolicy;
+using Wire = testsupport::LinkWire;
 
 namespace {
 
@@ -21,18 +23,6 @@ Delivery reads(std::vector<Codec> accept) {
   if (!accept.empty()) d.codec = std::string(codec_name(accept.front()));
   d.accept = std::move(accept);
   return d;
-}
-
-net::LinkFigures link_at(double rate) {
-  net::LinkFigures f;
-  f.rtt_s = 0.002;
-  f.delivery_rate = rate;
-  f.app_limited = false;
-  // A connection under way (settle_bytes), more delivered at every reading.
-  static std::uint64_t delivered = std::uint64_t{64} << 20;
-  delivered += std::uint64_t{1} << 20;
-  f.delivered_bytes = delivered;
-  return f;
 }
 
 std::shared_ptr<LinkPolicy> policy(std::vector<Codec> accept, bool same_host = false,
@@ -71,7 +61,7 @@ TEST_CASE("link policy: unknown link: no answer, nothing may compress, no change
 
 TEST_CASE("link policy: a slow link codes compressible frames, random ones stay raw, one change logged") {
   auto p = policy({Codec::lz4, Codec::zstd});
-  p->observe(link_at(kSlow));
+  p->observe(Wire{}.carry(kSlow));
   CHECK(p->may_compress());
   const Buffer frame = link::reference_frame(std::size_t{2} << 20);
   auto c = p->choose(frame);
@@ -91,14 +81,14 @@ TEST_CASE("link policy: a slow link codes compressible frames, random ones stay 
 TEST_CASE("link policy: a fast link and a same-host peer choose none and may not compress") {
   const Buffer frame = link::reference_frame(std::size_t{2} << 20);
   auto fast = policy({Codec::lz4});
-  fast->observe(link_at(kFast));
+  fast->observe(Wire{}.carry(kFast));
   CHECK_FALSE(fast->may_compress());
   auto c = fast->choose(frame);
   REQUIRE(c);
   CHECK(c->codec == Codec::none);
 
   auto same = policy({Codec::lz4}, /*same_host=*/true, link::CodecChoice{Codec::lz4, 0});
-  same->observe(link_at(kSlow));
+  same->observe(Wire{}.carry(kSlow));
   CHECK_FALSE(same->may_compress());
   auto s = same->choose(frame);
   REQUIRE(s);
@@ -119,10 +109,11 @@ TEST_CASE("link policy: changes waiting to be logged are bounded") {
   // the last 4), then slow (4 samples), each for 3 large frames (the votes).
   auto p = policy({Codec::lz4});
   const Buffer frame = link::reference_frame(std::size_t{1} << 20);
+  Wire w;
   for (int cycle = 0; cycle < 20; ++cycle) {
-    for (int k = 0; k < 4; ++k) p->observe(link_at(kSlow));
+    for (int k = 0; k < 4; ++k) p->observe(w.carry(kSlow));
     for (int i = 0; i < 3; ++i) (void)p->choose(frame);
-    p->observe(link_at(kFast));
+    p->observe(w.carry(kFast));
     for (int i = 0; i < 3; ++i) (void)p->choose(frame);
   }
   const auto lines = p->take_changes();
@@ -133,7 +124,7 @@ TEST_CASE("link policy: changes waiting to be logged are bounded") {
 
 TEST_CASE("link policy: recode threads may ask at once") {
   auto p = policy({Codec::lz4, Codec::zstd});
-  p->observe(link_at(kSlow));
+  p->observe(Wire{}.carry(kSlow));
   const Buffer frame = link::reference_frame(std::size_t{1} << 20);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
