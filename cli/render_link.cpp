@@ -47,7 +47,9 @@ std::string link_text(const report::EndpointInfo& e) {
     std::snprintf(buf, sizeof buf, "delivery rate %.3g MB/s", *v.rate / 1e6);
     out += buf;
   } else {
-    out += "no delivery rate (the connection was busy sending for under 0.1 s)";
+    std::snprintf(buf, sizeof buf, "no delivery rate (the connection was busy sending for under %g s)",
+                  link::ChooserOptions{}.span_seconds);
+    out += buf;
   }
   out += "; codec for large compressible frames: ";
   out += v.codec ? link::choice_name(*v.codec) : std::string("unknown (Dask's choice stays)");

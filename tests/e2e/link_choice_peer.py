@@ -9,8 +9,8 @@ whether what arrived is what was sent, and what the chooser measured.
     link_choice_peer.py MODULE_DIR FRAMES   (FRAMES: e.g. "c,c,c,c,c,r,r,r")
 c: 2 MiB of float64 readings with one decimal (compressible); r: 2 MiB of
 random bytes; a last kind with "+" ("c+") is repeated until the chooser
-knows the link's rate, at most MAX_REPEAT times. Dask's same-host rule is not applied (same_host=False): the
-link under test is loopback.
+knows the link's rate, at most MAX_REPEAT times. Dask's same-host rule is
+not applied (same_host=False): the link under test is loopback.
 """
 from __future__ import annotations
 
