@@ -24,7 +24,7 @@ struct TranscodeSummary {
   std::size_t messages = 0;
   TranscodeReport report;
   std::vector<formats::OutputFile> files;
-  std::vector<Diagnostic> warnings;      // the capture's (formats/capture.h)
+  std::vector<Diagnostic> warnings;      // the capture's (formats/internal/capture.h)
   /// --for: the recipient and what was chosen for it.
   struct Recipient {
     std::string endpoint;

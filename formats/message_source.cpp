@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "formats/internal/capture.h"
 #include "formats/internal/raw_stream.h"
 
 namespace daskcaps::formats {

@@ -21,7 +21,7 @@
 // read as a raw stream.
 //
 // Every source yields the same message type. For a capture, messages come in
-// capture order across connections (formats/capture.h) with their connection
+// capture order across connections (formats/internal/capture.h) with their connection
 // and direction; a raw stream has neither.
 #pragma once
 
@@ -36,7 +36,7 @@
 #include "daskcaps/base/limits.h"
 #include "daskcaps/base/result.h"
 #include "daskcaps/wire/raw_message.h"
-#include "daskcaps/formats/capture.h"
+#include "daskcaps/formats/capture_options.h"
 
 namespace daskcaps::formats {
 
@@ -86,7 +86,7 @@ class MessageSource {
   /// The connections seen (captures; all of them once next() gave nullopt);
   /// empty for a raw stream.
   virtual const std::vector<ConnectionInfo>& connections() const;
-  /// Recoverable problems met so far (captures: formats/capture.h lists
+  /// Recoverable problems met so far (captures: formats/internal/capture.h lists
   /// them), each with its kind; empty for a raw stream.
   virtual std::vector<Diagnostic> warnings() const { return {}; }
 };

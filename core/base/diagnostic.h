@@ -29,19 +29,19 @@
 namespace daskcaps {
 
 enum class DiagnosticKind : std::uint8_t {
-  // The capture file (formats/pcap.h, formats/capture.h).
+  // The capture file (formats/internal/pcap.h, formats/internal/capture.h).
   capture_truncated,     // the file ends inside a record; the rest is ignored
   record_over_snaplen,   // a record holds more bytes than the snapshot length (kept)
   record_over_original,  // a record captured more bytes than the packet had (kept)
   unsupported_block,     // a pcapng block type that is not read (skipped)
   unsupported_link,      // an interface whose link type is not decoded (its packets skipped)
-  // Packets (formats/capture.h): counted, said once with the first packet.
+  // Packets (formats/internal/capture.h): counted, said once with the first packet.
   packets_skipped,       // packets not read: non-first IP fragments, cut inside a header,
                          // on an unsupported link
   packets_malformed,     // packets whose headers contradict themselves (skipped)
   segments_cut,          // TCP payload missing from a packet (snapshot length, fragments):
                          // gaps in the stream
-  // TCP streams (formats/tcp_reassembly.h), per connection and direction.
+  // TCP streams (formats/internal/tcp_reassembly.h), per connection and direction.
   not_dask,              // the bytes are not Dask messages; the rest of the direction is skipped
   retransmission_conflict,  // a retransmitted segment differs from the first copy (first kept)
   bytes_lost,            // stream bytes missing from the capture, so in no message

@@ -49,7 +49,7 @@
 // Flow control: a side is read only while the engine takes its messages
 // (its byte bound) and the other side's output queue is not full
 // (net::Connection::output_full()); a slow receiver thus slows its sender.
-// Idle sessions hold no read buffers (core/wire/assembler.h releases them).
+// Idle sessions hold no read buffers (core/wire/internal/assembler.h releases them).
 //
 // Faults: a peer that breaks the protocol (a bad prelude, a limit, a
 // first message that is not a handshake, a message that cannot be recoded)
@@ -86,11 +86,14 @@
 #include "daskcaps/base/result.h"
 #include "daskcaps/caps/link_choice.h"
 #include "daskcaps/net/address.h"
-#include "daskcaps/net/connection.h"
 #include "daskcaps/net/loop.h"
 #include "daskcaps/net/tls.h"
 #include "daskcaps/recode/engine.h"
 #include "daskcaps/recode/transcode.h"
+
+namespace daskcaps::net {
+class Listener;  // the listening socket (core/net/internal/connection.h)
+}  // namespace daskcaps::net
 
 namespace daskcaps::bridge {
 

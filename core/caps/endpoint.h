@@ -26,7 +26,7 @@ struct EndpointOptions {
 /// A probe file (a regular file) or a live endpoint (tcp://, tls://,
 /// host:port), queried with the handshake, identity and versions. Errors:
 /// those of read_probe_file (core/caps/probe_file.h) or of the connection
-/// (core/net/socket.h).
+/// (core/net/internal/socket.h).
 Result<Peer> peer_for_endpoint(const std::string& text, const EndpointOptions& options);
 
 }  // namespace daskcaps

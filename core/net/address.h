@@ -14,7 +14,7 @@
 // which can neither be cancelled nor bounded, so it always runs on a helper
 // thread:
 //   - resolve() waits for it until the caller's deadline, for the blocking
-//     callers (core/net/socket.h connect, listen_tcp);
+//     callers (core/net/internal/socket.h connect, listen_tcp);
 //   - resolve_async() never blocks: a small pool of resolver threads (at
 //     most kResolverThreads, started on demand, gone when idle) runs the
 //     lookups and posts each answer to the event loop that asked

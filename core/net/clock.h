@@ -1,5 +1,5 @@
 // The one clock of the network layer: deadlines for the blocking calls
-// (core/net/socket.h), timers of the event loop (core/net/loop.h).
+// (core/net/internal/socket.h), timers of the event loop (core/net/loop.h).
 //
 // Everything is steady_clock: a wall-clock step never fires or delays a
 // timeout.

@@ -10,7 +10,7 @@
 #include <memory>
 #include <utility>
 
-#include "daskcaps/net/connection.h"
+#include "core/net/internal/connection.h"
 
 namespace daskcaps::net {
 

@@ -29,7 +29,7 @@
 // Per client, memory is bounded: a message may not exceed
 // Limits::max_message_bytes, and a client whose unread replies exceed
 // max_output_backlog is not read until it catches up (back-pressure of
-// core/net/connection.h). Clients that send nothing are closed after
+// core/net/internal/connection.h). Clients that send nothing are closed after
 // idle_timeout, TLS clients whose handshake does not finish within
 // handshake_timeout too; beyond max_clients (capped by the file
 // descriptors the process may open), new connections are accepted and
@@ -51,7 +51,6 @@
 #include "daskcaps/net/address.h"
 #include "daskcaps/net/tls.h"
 #include "daskcaps/base/result.h"
-#include "daskcaps/net/rpc.h"
 
 namespace daskcaps::server {
 
@@ -69,53 +68,6 @@ struct Profile {
 struct ListenerSpec {
   net::Address address;  // tcp://, or tls:// with ServerOptions::tls; port 0 lets the kernel pick
   Profile profile;
-};
-
-/// The prepared answers of one listener once its address is known.
-struct Endpoint {
-  net::Address address;
-  Profile profile;
-  Bytes handshake_message;            // our handshake, framed
-  Bytes same_host_handshake_message;  // the same with compression None (none_to_same_host)
-  Bytes identity_message;             // the identity reply, framed
-};
-
-/// Builds the identity reply of listener `index` among `all` (a scheduler
-/// lists every Worker/Nanny listener as its workers; a worker names the
-/// first Scheduler listener as its scheduler).
-msgpack::Value identity_of(std::size_t index, const std::vector<Endpoint>& all, double started);
-
-/// Fills every endpoint's framed handshake and identity reply (identity_of),
-/// once all addresses are known; `started` is the time the identities report.
-void prepare_replies(std::vector<Endpoint>& all, double started);
-
-/// The server side of one connection, without I/O.
-class ServerSession {
- public:
-  /// `same_host`: the client is on the endpoint's own host (net::same_host).
-  ServerSession(const Endpoint& endpoint, const Limits& limits, bool same_host = false);
-
-  ByteSpan pending_output() const { return ByteSpan(out_).subspan(out_pos_); }
-  void wrote(std::size_t n);
-  /// Consumes bytes from the client; an error means: close the connection.
-  Status received(ByteSpan data);
-  /// True once the connection should close after the pending output.
-  bool closing() const { return closing_; }
-  const std::optional<Handshake>& client_handshake() const { return client_handshake_; }
-  std::uint64_t requests() const { return requests_; }
-
- private:
-  Status on_message(std::vector<Bytes> frames);
-  void send(ByteSpan message);
-
-  const Endpoint& endpoint_;
-  Limits limits_;
-  rpc::MessageReader reader_;
-  Buffer out_;
-  std::size_t out_pos_ = 0;
-  std::optional<Handshake> client_handshake_;
-  bool closing_ = false;
-  std::uint64_t requests_ = 0;
 };
 
 struct ServerOptions {

@@ -7,8 +7,9 @@
 #include <map>
 #include <optional>
 
-#include "daskcaps/net/connection.h"
+#include "core/net/internal/connection.h"
 #include "daskcaps/net/loop.h"
+#include "core/net/internal/rpc_session.h"
 
 namespace daskcaps::survey {
 

@@ -1,14 +1,15 @@
 // The concurrent survey: the rpc.h conversation with many endpoints at once
 // (a scheduler's thousands of workers), from one thread.
 //
-// Every endpoint is a Connection (core/net/connection.h) on one event loop
+// Every endpoint is a Connection (core/net/internal/connection.h) on one event loop
 // of its own (core/net/loop.h): at most max_in_flight are open at a time
 // (also capped by the process's file descriptor limit), each has its own
 // deadline (per_endpoint_timeout) and all of them share one total deadline;
 // an endpoint not yet started when the total deadline passes fails with
 // Errc::timeout without being contacted. Each connection goes connect ->
-// TLS handshake (tls://) -> ClientSession, so a survey result is exactly
-// what query_endpoint would give, and the same distinct errors (refused,
+// TLS handshake (tls://) -> the session of query_endpoint
+// (core/net/internal/rpc_session.h), so a survey result is exactly what
+// query_endpoint would give, and the same distinct errors (refused,
 // timeout at a named stage, TLS, protocol) come back per endpoint. Host
 // names are resolved once per name, on the resolver threads
 // (resolve_async): a slow name never holds up the other endpoints.

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "core/net/detail/sys.h"
+#include "core/net/internal/socket.h"
 
 namespace daskcaps::net {
 

@@ -1,5 +1,5 @@
 // TLS for Dask comms (docs/protocol.md §1.6): OpenSSL over the non-blocking sockets of
-// core/net/socket.h, client and server side.
+// core/net/internal/socket.h, client and server side.
 //
 // Inputs are those of Dask's TLS settings: a CA file, a certificate and its
 // key (PEM). TLS 1.2 is the minimum, as Dask's distributed.comm.tls.min-version.
@@ -26,7 +26,7 @@
 // value, never a SIGPIPE, without touching the signal mask. OpenSSL's
 // read and write buffers are released while a connection is idle
 // (SSL_MODE_RELEASE_BUFFERS): an idle TLS connection keeps its session
-// state, the peer's certificate chain among it (core/net/connection.h
+// state, the peer's certificate chain among it (core/net/internal/connection.h
 // says where its memory is measured).
 //
 // Errors: Errc::tls for files that cannot be loaded, a key that does not
@@ -43,9 +43,12 @@
 #include <string>
 
 #include "daskcaps/base/result.h"
-#include "daskcaps/net/socket.h"
 
 namespace daskcaps::net {
+
+// A connected socket and the byte stream over it (core/net/internal/socket.h).
+class Socket;
+class Stream;
 
 struct TlsOptions {
   std::string ca_file;    // --tls-ca-file; empty: the system's CA store

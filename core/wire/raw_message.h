@@ -1,6 +1,6 @@
 // RawMessage: one Dask message as it was read, before it is parsed. It is
 // the one message type between readers and consumers: the stream assembler
-// (core/wire/assembler.h) and every formats/ source make it; parse_message()
+// (core/wire/internal/assembler.h) and every formats/ source make it; parse_message()
 // (core/wire/message.h), the RecodeEngine and recode_message()
 // (core/recode/engine.h) take it.
 //

@@ -1,7 +1,8 @@
-// The bytes of a capture file as the pcap reader takes them (formats/pcap.cpp):
-// from memory, or from a file, buffered, in order, never all at once. A
-// skip seeks where the file is regular and reads and drops elsewhere (a
-// pipe), so memory never follows a length the file claims.
+// The bytes of a capture file as the pcap reader takes them
+// (formats/internal/pcap.cpp): from memory, or from a file, buffered, in
+// order, never all at once. A skip seeks where the file is regular and
+// reads and drops elsewhere (a pipe), so memory never follows a length the
+// file claims.
 #pragma once
 
 #include <sys/stat.h>

@@ -1,9 +1,9 @@
-// The pcap reader's state (Reader::Impl of daskcaps/formats/pcap.h) and the
+// The pcap reader's state (Reader::Impl of formats/internal/pcap.h) and the
 // constants of both file formats, shared by the libpcap half
-// (formats/pcap.cpp: sniffing, the file header and records, opening) and
-// the pcapng half (formats/detail/pcapng_blocks.cpp: blocks, sections,
-// interfaces, packets). The formats are described at the top of
-// daskcaps/formats/pcap.h.
+// (formats/internal/pcap.cpp: sniffing, the file header and records,
+// opening) and the pcapng half (formats/detail/pcapng_blocks.cpp: blocks,
+// sections, interfaces, packets). The formats are described at the top of
+// formats/internal/pcap.h.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,7 @@
 #include "daskcaps/base/byte_reader.h"
 #include "daskcaps/base/diagnostic.h"
 #include "daskcaps/base/result.h"
-#include "daskcaps/formats/pcap.h"
+#include "formats/internal/pcap.h"
 #include "formats/detail/capture_bytes.h"
 
 // Internals of libdaskcaps: never exported from the shared library.

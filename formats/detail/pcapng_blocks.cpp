@@ -2,7 +2,7 @@
 // block at a time, its declared length checked against the limits before
 // anything is read into memory; section headers, interfaces and the three
 // packet blocks (EPB, SPB, PB). The layout is at the top of
-// daskcaps/formats/pcap.h.
+// formats/internal/pcap.h.
 #include <algorithm>
 #include <string>
 

@@ -5,7 +5,7 @@
 //   message := L:u64le  n:u64le  len[n]:u64le  frame[0] .. frame[n-1]
 //   file    := message*
 //
-// The reader feeds the file to a MessageAssembler (core/wire/assembler.h),
+// The reader feeds the file to a MessageAssembler (core/wire/internal/assembler.h),
 // reading straight into the buffer each message ends up in: small messages
 // into the staging chunk, a large one into its own buffer, never past its
 // end. A promise larger than the file (or than Limits::max_message_bytes) is
@@ -31,8 +31,8 @@
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/limits.h"
 #include "daskcaps/base/result.h"
-#include "daskcaps/wire/assembler.h"
-#include "daskcaps/formats/message_stream.h"
+#include "core/wire/internal/assembler.h"
+#include "formats/internal/message_stream.h"
 
 namespace daskcaps::formats {
 

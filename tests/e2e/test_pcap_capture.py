@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """End-to-end: real Dask clusters captured with tcpdump, once per Dask
 version (daskversions.py: 2022.12.1 and 2026.7.1), read back by the pcap
-reader and TCP reassembly of formats/capture.h, by `inspect` and by
+reader and TCP reassembly of formats/internal/capture.h, by `inspect` and by
 `transcode`.
 
 For each version: tcpdump on the loopback interface (a 128 MiB kernel

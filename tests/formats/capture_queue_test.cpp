@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <future>
 
-#include "daskcaps/formats/capture.h"
+#include "formats/internal/capture.h"
 #include "daskcaps/wire/frames.h"
 #include "support/dask_builder.h"
 

@@ -1,4 +1,4 @@
-#include "daskcaps/formats/capture.h"
+#include "formats/internal/capture.h"
 
 #include <doctest/doctest.h>
 #include <unistd.h>

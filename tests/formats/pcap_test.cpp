@@ -1,5 +1,5 @@
-#include "daskcaps/formats/pcap.h"
-#include "daskcaps/formats/packet.h"
+#include "formats/internal/pcap.h"
+#include "formats/internal/packet.h"
 
 #include <doctest/doctest.h>
 

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "daskcaps/wire/frames.h"
-#include "daskcaps/formats/capture.h"
+#include "formats/internal/capture.h"
 #include "support/dask_builder.h"
 
 using namespace daskcaps;

@@ -1,4 +1,4 @@
-#include "daskcaps/formats/tcp_reassembly.h"
+#include "formats/internal/tcp_reassembly.h"
 
 #include <doctest/doctest.h>
 

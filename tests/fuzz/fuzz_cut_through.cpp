@@ -1,5 +1,5 @@
 // fuzz_cut_through: the bridge's cut-through path (core/recode/internal/cut_through.h
-// over core/wire/assembler.h stream_rest()) against the whole-message path
+// over core/wire/internal/assembler.h stream_rest()) against the whole-message path
 // (parse_message + transcode_message) on untrusted messages.
 //
 // Input: byte 0 seeds the piece sizes (fuzz_common.h Chunker), byte 1 bits
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/recode/internal/cut_through.h"
-#include "daskcaps/wire/assembler.h"
+#include "core/wire/internal/assembler.h"
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/message.h"
 #include "fuzz_common.h"

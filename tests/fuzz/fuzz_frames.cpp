@@ -1,5 +1,5 @@
 // fuzz_frames: Dask wire framing (core/wire/frames.h decode_frames) and the
-// chunked, resynchronising MessageExtractor (formats/message_stream.h).
+// chunked, resynchronising MessageExtractor (formats/internal/message_stream.h).
 //
 // Input: byte 0 seeds the chunk sizes, byte 1 places a gap, the rest is a
 // byte stream as one direction of a Dask connection carries it.
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "daskcaps/wire/frames.h"
-#include "daskcaps/formats/message_stream.h"
+#include "formats/internal/message_stream.h"
 #include "fuzz_common.h"
 
 using namespace daskcaps;

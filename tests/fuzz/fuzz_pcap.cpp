@@ -1,6 +1,6 @@
-// fuzz_pcap: capture files (formats/capture.h): libpcap and pcapng reading
-// (formats/pcap.h), link/IP/TCP decoding, TCP reassembly
-// (formats/tcp_reassembly.h) and message extraction per direction.
+// fuzz_pcap: capture files (formats/internal/capture.h): libpcap and pcapng reading
+// (formats/internal/pcap.h), link/IP/TCP decoding, TCP reassembly
+// (formats/internal/tcp_reassembly.h) and message extraction per direction.
 //
 // Input: a whole capture file, as `inspect capture.pcap` would read it.
 // The low bit of the last byte turns on tolerate_truncation (both ways of
@@ -17,7 +17,7 @@
 #include <map>
 #include <utility>
 
-#include "daskcaps/formats/capture.h"
+#include "formats/internal/capture.h"
 #include "fuzz_common.h"
 
 using namespace daskcaps;

@@ -24,6 +24,8 @@
 #include "daskcaps/net/net_server.h"
 #include "daskcaps/net/rpc.h"
 #include "fuzz_common.h"
+#include "core/net/internal/rpc_session.h"
+#include "core/net/internal/server_session.h"
 
 using namespace daskcaps;
 namespace mp = daskcaps::msgpack;

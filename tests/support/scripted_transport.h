@@ -9,7 +9,7 @@
 #include <string>
 
 #include "daskcaps/base/bytes.h"
-#include "daskcaps/net/socket.h"
+#include "core/net/internal/socket.h"
 
 namespace testsupport {
 

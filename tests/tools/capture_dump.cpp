@@ -1,4 +1,4 @@
-// capture_dump: what formats/capture.h finds in a pcap/pcapng file, as JSON
+// capture_dump: what formats/internal/capture.h finds in a pcap/pcapng file, as JSON
 // lines, for the end-to-end tests (until `dask-caps inspect` reads captures).
 //
 //   capture_dump FILE [--port P]... [--connection N] [--direction c2s|s2c]
@@ -28,7 +28,7 @@
 
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/msgpack.h"
-#include "daskcaps/formats/capture.h"
+#include "formats/internal/capture.h"
 
 using namespace daskcaps;
 using namespace daskcaps::formats;

@@ -36,10 +36,10 @@
 #include "daskcaps/bridge/bridge.h"
 #include "daskcaps/caps/delivery.h"
 #include "core/caps/internal/link_policy.h"
-#include "daskcaps/net/connection.h"
+#include "core/net/internal/connection.h"
 #include "core/recode/internal/cut_through.h"
 #include "daskcaps/recode/engine.h"
-#include "daskcaps/wire/assembler.h"
+#include "core/wire/internal/assembler.h"
 #include "daskcaps/wire/handshake.h"
 
 namespace daskcaps::bridge {

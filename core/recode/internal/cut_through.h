@@ -31,7 +31,7 @@
 // reads them; errors are those the whole path would report.
 //
 // CutThrough then turns the message's bytes, in pieces as they arrive
-// (core/wire/assembler.h stream_rest()), into output pieces: first the
+// (core/wire/internal/assembler.h stream_rest()), into output pieces: first the
 // prelude with the new lengths and the full L plus the head frames, then
 // the rest. Memory: the pieces it is given and one decoder window, never
 // the message. A frame that turns out corrupt after the prelude went out

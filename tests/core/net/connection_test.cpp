@@ -1,4 +1,4 @@
-#include "daskcaps/net/connection.h"
+#include "core/net/internal/connection.h"
 
 #include <doctest/doctest.h>
 #include <malloc.h>
@@ -20,6 +20,7 @@
 #include "support/dask_builder.h"
 #include "support/net_support.h"
 #include "support/tls_files.h"
+#include "core/net/internal/rpc_session.h"
 
 using namespace daskcaps;
 using namespace testsupport;

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "daskcaps/net/socket.h"
+#include "core/net/internal/socket.h"
 #include "support/net_support.h"
 
 using namespace daskcaps;

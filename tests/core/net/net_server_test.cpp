@@ -4,6 +4,8 @@
 
 #include "daskcaps/caps/caps.h"
 #include "support/dask_builder.h"
+#include "core/net/internal/rpc_session.h"
+#include "core/net/internal/server_session.h"
 
 using namespace daskcaps;
 using namespace testsupport;

@@ -1,5 +1,5 @@
 #include "daskcaps/net/address.h"
-#include "daskcaps/net/socket.h"
+#include "core/net/internal/socket.h"
 #include "daskcaps/net/tls.h"
 
 #include <doctest/doctest.h>
@@ -17,6 +17,7 @@
 #include "daskcaps/net/survey.h"
 #include "support/dask_builder.h"
 #include "support/net_support.h"
+#include "core/net/internal/rpc_session.h"
 
 using namespace daskcaps;
 using namespace testsupport;

@@ -6,6 +6,7 @@
 #include "support/dask_builder.h"
 #include "support/prefixes.h"
 #include "support/scripted_transport.h"
+#include "core/net/internal/rpc_session.h"
 
 using namespace daskcaps;
 using namespace testsupport;

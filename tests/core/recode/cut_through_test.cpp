@@ -6,7 +6,7 @@
 #include <optional>
 #include <random>
 
-#include "daskcaps/wire/assembler.h"
+#include "core/wire/internal/assembler.h"
 #include "daskcaps/wire/codec.h"
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/message.h"

@@ -1,4 +1,4 @@
-#include "daskcaps/wire/assembler.h"
+#include "core/wire/internal/assembler.h"
 
 #include <doctest/doctest.h>
 

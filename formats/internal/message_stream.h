@@ -1,6 +1,6 @@
 // MessageExtractor: turns one direction of a Dask TCP conversation, fed as
 // contiguous chunks, into whole messages. It is the capture side of the one
-// message assembler (core/wire/assembler.h), which cuts the messages and
+// message assembler (core/wire/internal/assembler.h), which cuts the messages and
 // owns their memory; this class adds what only captures need:
 //
 // Resynchronisation: a capture may start mid-stream, and reassembly may lose
@@ -24,7 +24,7 @@
 
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/page_buffer.h"
-#include "daskcaps/wire/assembler.h"
+#include "core/wire/internal/assembler.h"
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/raw_message.h"
 #include "daskcaps/base/limits.h"

@@ -1,4 +1,4 @@
-#include "daskcaps/net/socket.h"
+#include "core/net/internal/socket.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>

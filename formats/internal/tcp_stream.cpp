@@ -1,4 +1,4 @@
-// TcpStream (daskcaps/formats/tcp_reassembly.h): one direction of a TCP
+// TcpStream (formats/internal/tcp_reassembly.h): one direction of a TCP
 // connection, its segments put in sequence through a bounded reorder window
 // and its retransmissions checked against a history, its bytes and gaps
 // handed to its sink. The connections and their two streams each are
@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <iterator>
 
-#include "daskcaps/formats/tcp_reassembly.h"
+#include "formats/internal/tcp_reassembly.h"
 
 namespace daskcaps::formats {
 

@@ -1,5 +1,5 @@
 // TCP reassembly for captures: segments in capture order in, whole Dask
-// messages per connection and direction out (formats/message_stream.h cuts
+// messages per connection and direction out (formats/internal/message_stream.h cuts
 // them), as soon as their last byte is in sequence.
 //
 // Model (one TcpStream per direction, two per connection):
@@ -50,31 +50,11 @@
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/diagnostic.h"
 #include "daskcaps/base/limits.h"
-#include "daskcaps/formats/message_stream.h"
-#include "daskcaps/formats/packet.h"
+#include "daskcaps/formats/capture_options.h"
+#include "formats/internal/message_stream.h"
+#include "formats/internal/packet.h"
 
 namespace daskcaps::formats {
-
-enum class Direction : std::uint8_t { client_to_server = 0, server_to_client = 1 };
-
-/// "client_to_server" / "server_to_client".
-std::string_view to_string(Direction direction);
-/// Parses the names above, their hyphenated forms ("client-to-server") and
-/// the short forms "c2s", "s2c"; nullopt otherwise.
-std::optional<Direction> parse_direction(std::string_view text);
-
-struct ReassemblyOptions {
-  /// Out-of-order bytes held per direction before the oldest hole is
-  /// declared lost (--tcp-window-bytes).
-  std::uint64_t window_bytes = std::uint64_t{64} << 20;
-  /// Delivered bytes remembered per direction to compare late
-  /// retransmissions with (older ones are dropped unchecked).
-  std::uint64_t history_bytes = std::uint64_t{64} << 10;
-  /// When set, only this connection / direction has its messages extracted
-  /// (others are still tracked and counted).
-  std::optional<std::size_t> only_connection;
-  std::optional<Direction> only_direction;
-};
 
 /// One direction of a TCP connection put back in sequence order.
 class TcpStream {
@@ -160,21 +140,6 @@ class TcpStream {
   std::uint64_t lost_ = 0;
   Buffer history_;  // the last delivered bytes, history_[0] at history_start_
   std::uint64_t history_start_ = 0;
-};
-
-/// One TCP connection as the capture showed it.
-struct ConnectionInfo {
-  std::size_t id = 0;   // index in connections(), in order of first packet
-  std::string client;   // "127.0.0.1:53012", "[::1]:53012"
-  std::string server;   // "127.0.0.1:8786"
-  bool saw_syn = false; // the capture holds the SYN or SYN-ACK: both streams start in sync
-  double first_ts = 0, last_ts = 0;
-  std::uint64_t bytes[2] = {0, 0};     // stream bytes captured in order, per Direction
-  std::uint64_t skipped[2] = {0, 0};   // bytes in no message: lost + resync + unfinished tail
-                                       // (only lost ones for a direction not extracted)
-  std::uint64_t lost[2] = {0, 0};      // of those, bytes missing from the capture
-  std::uint64_t messages[2] = {0, 0};  // messages extracted
-  bool ended = false;                  // FIN seen both ways, or RST
 };
 
 /// One message with the connection and direction it travelled on.

@@ -1,9 +1,9 @@
-// The pcap reader (daskcaps/formats/pcap.h): sniffing a file's format, the
+// The pcap reader (formats/internal/pcap.h): sniffing a file's format, the
 // link types, the reader's common reading and opening, and the libpcap half
 // (the file header and its records). The pcapng half is
 // formats/detail/pcapng_blocks.cpp; the state both share is
 // formats/detail/pcap_reader.h.
-#include "daskcaps/formats/pcap.h"
+#include "formats/internal/pcap.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -87,7 +87,7 @@
 #include "daskcaps/net/address.h"
 #include "daskcaps/net/link_figures.h"
 #include "daskcaps/net/loop.h"
-#include "daskcaps/net/socket.h"
+#include "core/net/internal/socket.h"
 
 namespace daskcaps::net {
 

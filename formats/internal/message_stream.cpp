@@ -1,4 +1,4 @@
-#include "daskcaps/formats/message_stream.h"
+#include "formats/internal/message_stream.h"
 
 #include <algorithm>
 #include <cstring>

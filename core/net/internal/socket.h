@@ -12,7 +12,7 @@
 //   want_write   retry once the fd is writable (TLS may want this on read)
 //   eof          the peer finished its side (FIN, or a TLS close_notify)
 //   error        Errc::network (reset, broken pipe, ...) or Errc::tls
-// The event loop's connections (core/net/connection.h) drive Streams from
+// The event loop's connections (core/net/internal/connection.h) drive Streams from
 // epoll; Transport waits on one with poll() for code that reads and writes
 // in order (core/net/rpc.h query_endpoint). Tests replace Transport with
 // scripted chunks (docs/design.md §9.3).

@@ -1,4 +1,4 @@
-#include "daskcaps/net/connection.h"
+#include "core/net/internal/connection.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>

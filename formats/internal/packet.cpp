@@ -1,4 +1,4 @@
-#include "daskcaps/formats/packet.h"
+#include "formats/internal/packet.h"
 
 #include <arpa/inet.h>
 

@@ -11,10 +11,10 @@
 //   }
 //   (*reader)->connections();  (*reader)->warnings();
 //
-// Layers: formats/pcap.h reads the file record by record (libpcap or
-// pcapng) and decodes link, IP and TCP headers; formats/tcp_reassembly.h puts
+// Layers: formats/internal/pcap.h reads the file record by record (libpcap or
+// pcapng) and decodes link, IP and TCP headers; formats/internal/tcp_reassembly.h puts
 // each connection's two byte streams in order and cuts them into messages
-// with formats/message_stream.h. Memory stays bounded by the reorder window
+// with formats/internal/message_stream.h. Memory stays bounded by the reorder window
 // and the messages in progress, never by the file.
 //
 // Order: next() yields messages in capture order, i.e. the order in which
@@ -36,25 +36,11 @@
 #include "daskcaps/base/diagnostic.h"
 #include "daskcaps/base/limits.h"
 #include "daskcaps/base/result.h"
-#include "daskcaps/formats/pcap.h"
-#include "daskcaps/formats/tcp_reassembly.h"
+#include "daskcaps/formats/capture_options.h"
+#include "formats/internal/pcap.h"
+#include "formats/internal/tcp_reassembly.h"
 
 namespace daskcaps::formats {
-
-struct CaptureOptions {
-  /// Record/block size limit of the file reader.
-  pcap::ReaderOptions reader;
-  /// Reorder window per direction, and the connection/direction whose
-  /// messages are wanted (`transcode --connection N --direction D`).
-  ReassemblyOptions reassembly;
-  /// Keep only TCP segments with one of these ports as source or
-  /// destination; empty keeps all TCP.
-  std::vector<std::uint16_t> ports;
-  /// When the file ends inside its last record (a capture still being
-  /// written, or killed), end cleanly with a warning instead of the
-  /// Errc::truncated error.
-  bool tolerate_truncation = false;
-};
 
 /// Counts of what the packets held.
 struct CaptureStats {
@@ -97,13 +83,13 @@ class PcapMessageReader {
   /// Every connection seen so far (all of them once next() gave nullopt).
   const std::vector<ConnectionInfo>& connections() const;
   /// Recoverable problems, one each, in this order: the file reader's
-  /// (formats/pcap.h: unsupported blocks or link types, odd record
+  /// (formats/internal/pcap.h: unsupported blocks or link types, odd record
   /// lengths); a capture that ends inside a record (capture_truncated, with
   /// tolerate_truncation); the packet summaries, each with the offset of its
   /// first packet (packets_skipped: non-first fragments, cut inside a
   /// header, on an unsupported link; segments_cut: TCP payload lost to the
   /// snapshot length or to fragments; packets_malformed); the streams'
-  /// (formats/tcp_reassembly.h: conflicting retransmissions, streams that
+  /// (formats/internal/tcp_reassembly.h: conflicting retransmissions, streams that
   /// are not Dask, bytes in no message per direction).
   const std::vector<Diagnostic>& warnings() const;
   const CaptureStats& stats() const { return stats_; }

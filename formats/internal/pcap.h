@@ -1,8 +1,8 @@
 // Capture files as tcpdump, dumpcap and Wireshark write them (libpcap and
 // pcapng), read packet by packet: the file container only. The decoding of
-// one packet down to its TCP segment is formats/packet.h, TCP reassembly
-// formats/tcp_reassembly.h; the capture-level API that commands use is
-// formats/capture.h.
+// one packet down to its TCP segment is formats/internal/packet.h, TCP reassembly
+// formats/internal/tcp_reassembly.h; the capture-level API that commands use is
+// formats/internal/capture.h.
 //
 // libpcap (one header, then records; every integer in the byte order the
 // magic reveals):
@@ -62,6 +62,7 @@
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/diagnostic.h"
 #include "daskcaps/base/result.h"
+#include "daskcaps/formats/capture_options.h"
 
 namespace daskcaps::formats::pcap {
 
@@ -120,12 +121,6 @@ struct Packet {
   Timestamp timestamp;
   std::uint32_t original_length = 0;  // length on the wire (>= data.size() when cut)
   ByteSpan data;
-};
-
-struct ReaderOptions {
-  /// The largest record or block read into memory (--max-packet-bytes).
-  /// tcpdump's largest snaplen is 262144; pcapng blocks we skip are never read.
-  std::uint32_t max_packet_bytes = std::uint32_t{16} << 20;
 };
 
 /// Reads packets one record or block at a time from a file (or, for tests and

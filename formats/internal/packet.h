@@ -1,5 +1,5 @@
 // The decoding of one captured packet down to its TCP segment: the link
-// layers of formats/pcap.h (Ethernet with VLAN tags, Linux cooked v1/v2,
+// layers of formats/internal/pcap.h (Ethernet with VLAN tags, Linux cooked v1/v2,
 // BSD loopback, raw IP), IPv4 and IPv6 (extension headers, fragments), TCP.
 // It never fails: what is not a readable TCP segment comes back as another
 // PacketKind, with the reason for a truncated or malformed one.
@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "daskcaps/base/bytes.h"
-#include "daskcaps/formats/pcap.h"
+#include "formats/internal/pcap.h"
 
 namespace daskcaps::formats::pcap {
 
