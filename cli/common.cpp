@@ -56,6 +56,12 @@ int write_json_file(const std::string& path, const Json& doc) {
   return kExitOk;
 }
 
+std::string flag_spelling(std::string_view field, OptionKind) {
+  std::string flag = "--";
+  for (char c : field) flag += c == '_' ? '-' : c;
+  return flag;
+}
+
 void add_limit_flags(CLI::App& cmd, Limits& limits) {
   cmd.add_option("--max-message-bytes", limits.max_message_bytes,
                  "largest Dask message accepted, prelude and frames")

@@ -12,6 +12,7 @@
 #include "daskcaps/base/diagnostic.h"
 #include "daskcaps/base/error.h"
 #include "daskcaps/base/limits.h"
+#include "daskcaps/base/option_name.h"
 #include "daskcaps/wire/msgpack.h"
 #include "daskcaps/base/result.h"
 #include "daskcaps/recode/describe_json.h"
@@ -62,5 +63,11 @@ int write_json_file(const std::string& path, const Json& doc);
 
 /// Binds the input limits of core/base/limits.h as flags on a command.
 void add_limit_flags(CLI::App& cmd, Limits& limits);
+
+/// The flag of a library field, for the core's messages
+/// (core/base/option_name.h): max_frames is --max-frames, and every option
+/// a message names is a flag of the same name (--keep-unconvertible,
+/// --max-packet-bytes). main() sets it as the process's speller.
+std::string flag_spelling(std::string_view field, OptionKind kind);
 
 }  // namespace daskcaps::cli

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "daskcaps/base/option_name.h"
 #include "daskcaps/version.h"
 
 int main(int argc, char** argv) {
@@ -15,6 +16,8 @@ int main(int argc, char** argv) {
   // threshold after the first such free and keep up to 32 MiB per thread
   // arena in its heaps.
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  // The core's messages name the options a user can change by their flags.
+  daskcaps::set_option_speller(flag_spelling);
   CLI::App app{
       "dask-caps: probe, check and repair what Dask processes negotiate when they connect"};
   app.name("dask-caps");

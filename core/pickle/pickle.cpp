@@ -4,6 +4,7 @@
 #include "core/pickle/detail/pickle_ops.h"
 #include "core/pickle/detail/pickle_text.h"
 #include "core/pickle/detail/pickle_writer.h"
+#include "daskcaps/base/option_name.h"
 
 namespace daskcaps::pickle {
 
@@ -25,7 +26,7 @@ Result<std::string> disassemble(ByteSpan pickle, const Limits& limits) {
   if (d.error) return std::move(*d.error);
   if (d.text.size() > limits.max_pickle_output_bytes) {
     return make_error(Errc::limit_exceeded, "disassembly exceeds " + std::to_string(limits.max_pickle_output_bytes) +
-                                                " bytes (--max-pickle-output-bytes)");
+                                                " bytes (" + option_name("max_pickle_output_bytes") + ")");
   }
   return std::move(d.text);
 }

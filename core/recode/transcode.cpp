@@ -17,6 +17,7 @@
 #include "daskcaps/pickle/pickle.h"
 #include "daskcaps/wire/serialized.h"
 #include "core/wire/internal/serialized_tree.h"
+#include "daskcaps/base/option_name.h"
 
 namespace daskcaps {
 
@@ -386,7 +387,7 @@ class ObjectRecoder {
         continue;
       }
       std::string what = obj.path + r.path + ": " + r.type + " cannot become a CPU object: " + r.reason;
-      if (!opt_.keep_unconvertible) return make_error(Errc::unsupported, what + " (--keep-unconvertible leaves it as it is)");
+      if (!opt_.keep_unconvertible) return make_error(Errc::unsupported, what + " (" + option_name("keep_unconvertible", OptionKind::option) + " leaves it as it is)");
       rep_.unconvertible.push_back(std::move(what));
     }
     return {};

@@ -2,6 +2,7 @@
 
 #include "daskcaps/base/byte_reader.h"
 #include "daskcaps/base/byte_writer.h"
+#include "daskcaps/base/option_name.h"
 
 namespace daskcaps {
 
@@ -16,13 +17,13 @@ Result<FrameStep> decode_frames(ByteSpan input, const Limits& limits, std::uint6
   if (n > limits.max_frames)
     return ByteReader::error_at(Errc::limit_exceeded,
                                 "frame count " + std::to_string(n) + " exceeds limit " +
-                                    std::to_string(limits.max_frames) + " (--max-frames)",
+                                    std::to_string(limits.max_frames) + " (" + option_name("max_frames") + ")",
                                 count_at);
   // Compare n with the limit before computing 16 + 8n, which could wrap.
   if (limits.max_message_bytes < 16 || n > (limits.max_message_bytes - 16) / 8)
     return ByteReader::error_at(Errc::limit_exceeded,
                                 "prelude for " + std::to_string(n) +
-                                    " frames exceeds the message limit (--max-message-bytes)",
+                                    " frames exceeds the message limit (" + option_name("max_message_bytes") + ")",
                                 count_at);
   const std::uint64_t head = prelude_size(n);
   if (input.size() < head) return FrameStep{NeedMore{head}};
@@ -38,7 +39,7 @@ Result<FrameStep> decode_frames(ByteSpan input, const Limits& limits, std::uint6
                                   "frame " + std::to_string(i) + " length " + std::to_string(len) +
                                       " makes the message larger than " +
                                       std::to_string(limits.max_message_bytes) +
-                                      " bytes (--max-message-bytes)",
+                                      " bytes (" + option_name("max_message_bytes") + ")",
                                   at);
     lengths[static_cast<std::size_t>(i)] = len;
     body += len;

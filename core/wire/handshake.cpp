@@ -5,6 +5,7 @@
 
 #include "core/wire/internal/msgpack_view.h"
 #include "daskcaps/base/peer_text.h"
+#include "daskcaps/base/option_name.h"
 
 namespace daskcaps {
 
@@ -115,7 +116,7 @@ CapabilitiesKey read_key(const ValueView& v, const Limits& limits) {
     r.count = count;
     r.limit = limits.max_capability_codecs;
     return refuse(std::move(r), "\"codecs\" lists " + std::to_string(count) + " names, more than " +
-                                    std::to_string(limits.max_capability_codecs) + " (--max-capability-codecs)");
+                                    std::to_string(limits.max_capability_codecs) + " (" + option_name("max_capability_codecs") + ")");
   }
   // count <= max_capability_codecs and <= the items present.
   std::vector<std::unique_ptr<ValueView>> names;
@@ -181,7 +182,7 @@ std::string capability_name_problem(const ValueView& s, const Limits& limits, Ca
   if (size > limits.max_capability_name) {
     set(Problem::too_long, size);
     return "is " + std::to_string(size) + " bytes, more than " + std::to_string(limits.max_capability_name) +
-           " (--max-capability-name)";
+           " (" + option_name("max_capability_name") + ")";
   }
   return "";
 }

@@ -109,7 +109,7 @@ CapabilitiesKey read_capabilities(const msgpack::Value& holder, const Limits& li
 
 /// Whether read_capabilities would take `s` as a codec name, role or
 /// version: "" when it would, else why not ("holds a byte ...", "is 65
-/// bytes, more than 64 (--max-capability-name)"), with `problem` set.
+/// bytes, more than 64 (limit max_capability_name)"), with `problem` set.
 std::string capability_name_problem(const ValueView& s, const Limits& limits,
                                     CapabilitiesRefusal* problem = nullptr);
 

@@ -10,6 +10,7 @@
 
 #include "core/wire/detail/msgpack_arena.h"
 #include "daskcaps/wire/msgpack.h"
+#include "daskcaps/base/option_name.h"
 
 namespace daskcaps::msgpack {
 
@@ -283,14 +284,14 @@ class Decoder {
       return fail(ByteReader::error_at(Errc::too_deep,
                                        "msgpack nesting deeper than " +
                                            std::to_string(limits_.max_msgpack_depth) +
-                                           " (--max-msgpack-depth)",
+                                           " (" + option_name("max_msgpack_depth") + ")",
                                        at));
     if (n > limits_.max_msgpack_container)
       return fail(ByteReader::error_at(Errc::limit_exceeded,
                                        std::string("msgpack ") + what + " of " + std::to_string(n) +
                                            " entries exceeds limit " +
                                            std::to_string(limits_.max_msgpack_container) +
-                                           " (--max-msgpack-container)",
+                                           " (" + option_name("max_msgpack_container") + ")",
                                        at));
     return fail(ByteReader::error_at(Errc::truncated,
                                      std::string("msgpack ") + what + " claims " + std::to_string(n) +

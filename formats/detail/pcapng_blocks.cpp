@@ -7,6 +7,7 @@
 #include <string>
 
 #include "formats/detail/pcap_reader.h"
+#include "daskcaps/base/option_name.h"
 
 namespace daskcaps::formats::pcap {
 
@@ -57,7 +58,7 @@ Status Reader::Impl::read_section_header(std::uint64_t at) {
     return make_error(Errc::limit_exceeded,
                       "pcapng section header at " + hex_offset(at) + " claims " + hex_offset(length) +
                           " bytes, over the limit of " + hex_offset(options_.max_packet_bytes) +
-                          " (--max-packet-bytes)",
+                          " (" + option_name("max_packet_bytes") + ")",
                       at + 4);
   if (auto s = read_more(length - 12, "pcapng section header", at, length); !s) return s;
   ByteReader r(ByteSpan(buf_).subspan(8, length - 12), at + 8);
@@ -177,7 +178,7 @@ Result<std::optional<Packet>> Reader::Impl::next_pcapng() {
       return make_error(Errc::limit_exceeded,
                         "pcapng block at " + hex_offset(at) + " claims " + hex_offset(length) +
                             " bytes, over the limit of " + hex_offset(options_.max_packet_bytes) +
-                            " (--max-packet-bytes)",
+                            " (" + option_name("max_packet_bytes") + ")",
                         at + 4);
     if (auto s = read_more(length - 8, "pcapng block", at, length); !s) return std::move(s).error();
     const std::uint32_t trailer = load_u32(buf_.data() + length - 4, big_endian_);

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "formats/detail/pcap_reader.h"
+#include "daskcaps/base/option_name.h"
 
 namespace daskcaps::formats::pcap {
 
@@ -233,7 +234,7 @@ Result<std::optional<Packet>> Reader::Impl::next_pcap() {
     return make_error(Errc::limit_exceeded,
                       "pcap record at " + hex_offset(at) + " claims " + hex_offset(incl) +
                           " captured bytes, over the limit of " + hex_offset(options_.max_packet_bytes) +
-                          " (--max-packet-bytes)",
+                          " (" + option_name("max_packet_bytes") + ")",
                       at + 8);
   if (iface.snaplen != 0 && incl > iface.snaplen)
     warn_once("snaplen", DiagnosticKind::record_over_snaplen, at,

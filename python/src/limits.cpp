@@ -56,4 +56,9 @@ py::dict limits_to_python(const Limits& l) {
   return d;
 }
 
+std::string python_spelling(std::string_view field, OptionKind kind) {
+  if (kind == OptionKind::limit) return "limits['" + std::string(field) + "']";
+  return std::string(field);
+}
+
 }  // namespace daskcaps::python

@@ -5,7 +5,11 @@
 
 #include <pybind11/pybind11.h>
 
+#include <string>
+#include <string_view>
+
 #include "daskcaps/base/limits.h"
+#include "daskcaps/base/option_name.h"
 
 namespace daskcaps::python {
 
@@ -16,5 +20,10 @@ Limits limits_argument(const pybind11::handle& value);
 
 /// {field name: value} of `limits`, every field.
 pybind11::dict limits_to_python(const Limits& limits);
+
+/// How the core's messages name an option in Python (core/base/option_name.h):
+/// a limit as the key of limits= ("limits['max_frames']"), another option
+/// as its keyword ("keep_unconvertible"). Set when the module loads.
+std::string python_spelling(std::string_view field, OptionKind kind);
 
 }  // namespace daskcaps::python

@@ -259,6 +259,8 @@ PYBIND11_MODULE(_core, m) {
             "with the rules and bytes of the dask-caps command. See dask_caps.__doc__.";
   m.attr("__version__") = DASKCAPS_PYTHON_VERSION;
   register_error(m);
+  // The core's messages name limits and options as this module takes them.
+  set_option_speller(python_spelling);
   register_buffers(m);
   register_link_chooser(m);
 

@@ -419,7 +419,7 @@ TEST_CASE("pcap: huge and inconsistent lengths are errors, never allocations") {
   CHECK(all.error->code == Errc::limit_exceeded);
   CHECK(all.error->offset == rec + 8);
   CHECK(all.error->what ==
-        "pcap record at " + hex_offset(rec) + " claims 0xffffffff captured bytes, over the limit of 0x1000000 (--max-packet-bytes)");
+        "pcap record at " + hex_offset(rec) + " claims 0xffffffff captured bytes, over the limit of 0x1000000 (limit max_packet_bytes)");
 
   // A record longer than the snaplen but within the limit is kept, with a warning.
   PcapOptions small;

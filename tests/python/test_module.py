@@ -193,6 +193,9 @@ class Recode(unittest.TestCase):
                 with self.assertRaises(dask_caps.Error) as e:
                     call([b"\x80"] * 5, limits={"max_frames": 4})
                 self.assertEqual(e.exception.kind, "limit_exceeded")
+                # The limit is named as this module takes it, not as the
+                # command's flag (--max-frames).
+                self.assertEqual(str(e.exception), "@0x8: frame count 5 exceeds limit 4 (limits['max_frames'])")
                 with self.assertRaises(dask_caps.Error) as e:
                     call([b"\x80", bytes(1000)], limits={"max_message_bytes": 1000})
                 self.assertEqual(e.exception.kind, "limit_exceeded")
@@ -371,7 +374,7 @@ class CapabilitiesKey(unittest.TestCase):
     def test_refused_with_the_cores_words_and_figures(self):
         _, r = dask_caps.read_capabilities({"codecs": ["lz4"] * 33})
         self.assertEqual(r["text"], "its \"capabilities\" handshake key is refused: \"codecs\" lists 33 names, "
-                                    "more than 32 (--max-capability-codecs)" + self.PLAIN)
+                                    "more than 32 (limits['max_capability_codecs'])" + self.PLAIN)
         self.assertEqual((r["problem"], r["member"], r["count"], r["limit"], r["value"]),
                          ("too-many-codecs", "codecs", 33, 32, None))
         # The count before any name: 33 names that are not strings are too many.
@@ -384,7 +387,7 @@ class CapabilitiesKey(unittest.TestCase):
                                     "is not printable ASCII: \"lz\u00e9" + "x" * 60 + "...(+40 bytes)\"" + self.PLAIN)
         _, r = dask_caps.read_capabilities({"codecs": [], "role": "r" * (10 << 20)})
         self.assertEqual((r["problem"], r["member"], r["count"], r["limit"]), ("too-long", "role", 10 << 20, 64))
-        self.assertIn("\"role\" is 10485760 bytes, more than 64 (--max-capability-name)", r["text"])
+        self.assertIn("\"role\" is 10485760 bytes, more than 64 (limits['max_capability_name'])", r["text"])
         _, r = dask_caps.read_capabilities([1, 2])
         self.assertEqual((r["problem"], r["value"]), ("not-a-map", [1, 2]))
         self.assertIn("a Python list, not a map", r["text"])

@@ -11,6 +11,7 @@
 #include "core/pickle/detail/pickle_ops.h"
 #include "core/pickle/detail/pickle_tables.h"
 #include "core/pickle/detail/pickle_text.h"
+#include "daskcaps/base/option_name.h"
 
 namespace daskcaps::pickle {
 
@@ -300,7 +301,7 @@ class Machine {
     if (stack_.size() >= limits_.max_pickle_stack) [[unlikely]] {
       return fail(in, Errc::limit_exceeded,
                   "stack holds more than " + std::to_string(limits_.max_pickle_stack) +
-                      " entries (--max-pickle-stack)");
+                      " entries (" + option_name("max_pickle_stack") + ")");
     }
     stack_.push_back(id);
     return true;
@@ -690,7 +691,7 @@ bool Machine::memo_put(const Instruction& in, std::uint64_t key) {
   }
   if (fresh && ++memo_count_ > limits_.max_pickle_memo) [[unlikely]] {
     return fail(in, Errc::limit_exceeded,
-                "memo holds more than " + std::to_string(limits_.max_pickle_memo) + " entries (--max-pickle-memo)");
+                "memo holds more than " + std::to_string(limits_.max_pickle_memo) + " entries (" + option_name("max_pickle_memo") + ")");
   }
   if (!Graph::is_immediate(t)) g_.nodes_[t].flags |= Graph::kMemoized;
   return true;
@@ -1166,7 +1167,7 @@ bool Machine::step(const Instruction& in, bool& stop) {
     case op::MARK:
       if (marks_.size() >= limits_.max_pickle_depth) {
         return fail(in, Errc::too_deep,
-                    "more than " + std::to_string(limits_.max_pickle_depth) + " nested MARKs (--max-pickle-depth)");
+                    "more than " + std::to_string(limits_.max_pickle_depth) + " nested MARKs (" + option_name("max_pickle_depth") + ")");
       }
       marks_.push_back(stack_.size());
       return true;

@@ -37,6 +37,7 @@
 #include "core/pickle/detail/pickle_ops.h"
 #include "core/pickle/detail/pickle_vm.h"
 #include "core/pickle/detail/pickle_writer.h"
+#include "daskcaps/base/option_name.h"
 
 namespace daskcaps::pickle::detail {
 
@@ -390,7 +391,7 @@ class Writer {
   bool enter(NodeId id) {
     if (depth_ >= limits_.max_pickle_depth) {
       return fail(make_error(Errc::too_deep, "objects nest deeper than " + std::to_string(limits_.max_pickle_depth) +
-                                                 " levels (--max-pickle-depth)", g_.source_offset(id)));
+                                                 " levels (" + option_name("max_pickle_depth") + ")", g_.source_offset(id)));
     }
     ++depth_;
     return true;

@@ -7,6 +7,7 @@
 #include "core/pickle/detail/pickle_tables.h"
 #include "core/pickle/detail/pickle_text.h"
 #include "core/pickle/detail/pickle_writer_impl.h"
+#include "daskcaps/base/option_name.h"
 
 namespace daskcaps::pickle {
 namespace detail {
@@ -861,7 +862,7 @@ Result<Written> Writer::run() {
     if (!run_task(t)) return std::move(error_);
     if (overflow_) {
       return make_error(Errc::limit_exceeded, "output exceeds " + std::to_string(limits_.max_pickle_output_bytes) +
-                                                  " bytes (--max-pickle-output-bytes)");
+                                                  " bytes (" + option_name("max_pickle_output_bytes") + ")");
     }
   }
   byte(op::STOP);
@@ -869,7 +870,7 @@ Result<Written> Writer::run() {
   framing_ = false;
   if (overflow_) {
     return make_error(Errc::limit_exceeded, "output exceeds " + std::to_string(limits_.max_pickle_output_bytes) +
-                                                " bytes (--max-pickle-output-bytes)");
+                                                " bytes (" + option_name("max_pickle_output_bytes") + ")");
   }
   out_.resize_uninitialised(len_);
   Written w;

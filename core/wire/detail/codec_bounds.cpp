@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/wire/detail/codec_contexts.h"
+#include "daskcaps/base/option_name.h"
 
 namespace daskcaps::detail {
 
@@ -35,7 +36,7 @@ Error too_large(std::uint64_t size, std::uint64_t limit, std::string_view codec)
   return make_error(Errc::limit_exceeded,
                     std::string(codec) + " frame declares " + std::to_string(size) +
                         " bytes, more than the limit of " + std::to_string(limit) +
-                        " (--max-decompressed-bytes)");
+                        " (" + option_name("max_decompressed_bytes") + ")");
 }
 
 Error impossible_size(std::uint64_t size, std::uint64_t input, Codec c) {

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/wire/internal/frame_encoder.h"
+#include "daskcaps/base/option_name.h"
 
 namespace daskcaps::detail {
 
@@ -54,7 +55,7 @@ void give_back_stream_cctx(ZSTD_CCtx* cctx) {
 
 Error decodes_too_large(std::uint64_t limit, std::string_view codec) {
   return make_error(Errc::limit_exceeded, std::string(codec) + " frame decodes to more than the limit of " +
-                                              std::to_string(limit) + " bytes (--max-decompressed-bytes)");
+                                              std::to_string(limit) + " bytes (" + option_name("max_decompressed_bytes") + ")");
 }
 
 bool zstd_parallel(std::uint64_t size, int workers) { return workers > 1 && size >= kZstdParallelBytes; }

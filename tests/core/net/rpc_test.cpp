@@ -169,7 +169,7 @@ TEST_CASE("rpc: a length of 2^60 is refused from the prelude, before any allocat
   auto st = run(t, s);
   REQUIRE(!st);
   CHECK(st.error().code == Errc::protocol);
-  CHECK(st.error().what.find("--max-message-bytes") != std::string::npos);
+  CHECK(st.error().what.find("limit max_message_bytes") != std::string::npos);
   CHECK(st.error().offset == 16);
 }
 

@@ -244,7 +244,7 @@ TEST_CASE("describe: frames that do not decompress, unknown codecs and limits ha
   REQUIRE(l.problems.size() == 1);
   CHECK(l.problems[0].kind == DiagnosticKind::limit_exceeded);
   CHECK(l.problems[0].offset == big.offsets[2]);
-  CHECK(l.problems[0].text.find("(--max-decompressed-bytes)") != std::string::npos);
+  CHECK(l.problems[0].text.find("(limit max_decompressed_bytes)") != std::string::npos);
 }
 
 TEST_CASE("describe: sub-headers that lack what they need are bad-sub-header or bad-split") {

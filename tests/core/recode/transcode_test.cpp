@@ -523,7 +523,7 @@ TEST_CASE("transcode: errors name the object they concern") {
   const std::string why =
       "buf: rmm._lib.device_buffer.DeviceBuffer cannot become a CPU object: an RMM device buffer has no "
       "dtype or shape to give a NumPy array";
-  const std::string tail = why.substr(5) + " (--keep-unconvertible leaves it as it is)";
+  const std::string tail = why.substr(5) + " (keep_unconvertible leaves it as it is)";
   REQUIRE(e3.error().message().size() > tail.size());
   CHECK(e3.error().message().substr(e3.error().message().size() - tail.size()) == tail);
   cpu.keep_unconvertible = true;
@@ -557,5 +557,5 @@ TEST_CASE("transcode: an unconvertible object is named once in its error" * doct
   REQUIRE(!e);
   CHECK(e.error().message() ==
         "buf: rmm._lib.device_buffer.DeviceBuffer cannot become a CPU object: an RMM device buffer has no "
-        "dtype or shape to give a NumPy array (--keep-unconvertible leaves it as it is)");
+        "dtype or shape to give a NumPy array (keep_unconvertible leaves it as it is)");
 }

@@ -125,7 +125,7 @@ TEST_CASE("frames: check_frames applies the prelude's rules to frames held in me
   auto many = check_frames(std::vector<Bytes>(3, one), few);
   REQUIRE(!many);
   CHECK(many.error().code == Errc::limit_exceeded);
-  CHECK(many.error().what == "frame count 3 exceeds limit 2 (--max-frames)");
+  CHECK(many.error().what == "frame count 3 exceeds limit 2 (limit max_frames)");
   Limits small;
   small.max_message_bytes = 100;
   const Bytes big = Bytes(Buffer(60, 0));

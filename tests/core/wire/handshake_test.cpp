@@ -74,7 +74,7 @@ TEST_CASE("read_capabilities: past the limits, the key is refused with one bound
   SUBCASE("a byte past ASCII") { refused(read(key_with({"lz\xc3\xa9"}))); }
   SUBCASE("a 50 MiB codec name") {
     auto why = refused(read(key_with({"lz4", std::string(std::size_t{50} << 20, 'x')})));
-    CHECK(why.find("codec name 1 is 52428800 bytes, more than 64 (--max-capability-name)") != std::string::npos);
+    CHECK(why.find("codec name 1 is 52428800 bytes, more than 64 (limit max_capability_name)") != std::string::npos);
   }
   SUBCASE("a 10 MiB role") {
     auto why = refused(read(key_with({"lz4"}, std::string(std::size_t{10} << 20, 'r'))));
@@ -84,7 +84,7 @@ TEST_CASE("read_capabilities: past the limits, the key is refused with one bound
   SUBCASE("a million codec names") {
     std::vector<std::string> names(1'000'000, "lz4");
     auto why = refused(read(key_with(std::move(names))));
-    CHECK(why.find("\"codecs\" lists 1000000 names, more than 32 (--max-capability-codecs)") != std::string::npos);
+    CHECK(why.find("\"codecs\" lists 1000000 names, more than 32 (limit max_capability_codecs)") != std::string::npos);
   }
   SUBCASE("33 codec names") { refused(read(key_with(std::vector<std::string>(33, "lz4")))); }
   SUBCASE("a key of the wrong shape") {
@@ -205,7 +205,7 @@ TEST_CASE("read_capabilities through a view: nothing past a refused count or len
     CHECK(k.refusal.count == 1'000'000);
     CHECK(k.refusal.limit == 32);
     CHECK(k.refused == "its \"capabilities\" handshake key is refused: \"codecs\" lists 1000000 names, more than 32 "
-                       "(--max-capability-codecs); read as a plain Dask peer");
+                       "(limit max_capability_codecs); read as a plain Dask peer");
   }
   SUBCASE("32 names are read, and copied") {
     const auto k = read_capabilities(Holder(std::make_unique<Lazy>(Lazy::What::key, 32, asked)), Limits{});
@@ -216,7 +216,7 @@ TEST_CASE("read_capabilities through a view: nothing past a refused count or len
   SUBCASE("a 50 MiB name: its length alone; a bad byte: the bytes shown alone") {
     const Lazy name(Lazy::What::name, std::uint64_t{50} << 20, asked);
     CapabilitiesRefusal r;
-    CHECK(capability_name_problem(name, Limits{}, &r) == "is 52428800 bytes, more than 64 (--max-capability-name)");
+    CHECK(capability_name_problem(name, Limits{}, &r) == "is 52428800 bytes, more than 64 (limit max_capability_name)");
     CHECK(asked.head_bytes == 0);
     CHECK(r.problem == CapabilitiesRefusal::Problem::too_long);
     CHECK(r.count == 52428800);
