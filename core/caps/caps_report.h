@@ -17,7 +17,7 @@
 // to the client-scheduler pair and the paths to the summary.
 // Unreachable endpoints: a worker found by a survey that cannot be checked
 // is an `unreachable` finding (warning) in the summary; an endpoint the user
-// named keeps its error and has no pairs (the command exits 4 for it).
+// named keeps its error (Errc::network, ...) and has no pairs.
 #pragma once
 
 #include <cstddef>

@@ -8,8 +8,8 @@
 //      severities, its ignores out of the report, the summary recounted);
 //   4. what is left is compared with the baseline (baseline::compare):
 //      ignored findings neither match nor count as new.
-// The exit status then follows the worst new finding with a baseline, the
-// worst finding without one (deciding()).
+// What decides a gate (deciding()) is the worst new finding with a baseline,
+// the worst finding without one; a program maps it to its exit status.
 #pragma once
 
 #include <optional>
