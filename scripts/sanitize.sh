@@ -33,6 +33,8 @@ rm -rf "$logs"
 mkdir -p "$logs"
 export ASAN_OPTIONS="log_path=$logs/asan:abort_on_error=0:detect_leaks=1:strict_string_checks=1"
 export UBSAN_OPTIONS="log_path=$logs/ubsan:print_stacktrace=1:halt_on_error=1"
+# Leaks inside the C library, not ours (each one named and explained there).
+export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
 
 status=0
 start=$SECONDS
@@ -49,7 +51,7 @@ fi
 
 if [ "$seconds" -gt 0 ]; then
   # libFuzzer prints its own reports; keep them on stderr, not in $logs.
-  unset ASAN_OPTIONS UBSAN_OPTIONS
+  unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
   FUZZ_OUT="$build_dir/fuzz-out" DASK_CAPS="$build_dir/dask-caps" \
     bash tests/fuzz/run.sh "$build_dir" "$seconds" || status=1
 fi
