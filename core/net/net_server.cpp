@@ -1,7 +1,6 @@
 #include "daskcaps/net/net_server.h"
 
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -11,9 +10,6 @@
 #include "core/net/internal/connection.h"
 #include "core/net/internal/server_session.h"
 #include "daskcaps/net/loop.h"
-#include "daskcaps/wire/frames.h"
-#include "daskcaps/wire/handshake.h"
-#include "daskcaps/version.h"
 
 namespace daskcaps::server {
 

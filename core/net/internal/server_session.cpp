@@ -1,5 +1,7 @@
 #include "core/net/internal/server_session.h"
 
+#include <unistd.h>
+
 #include "daskcaps/version.h"
 #include "daskcaps/wire/frames.h"
 
