@@ -85,8 +85,9 @@ LinkView view_link(const net::LinkFigures& figures, std::vector<Codec> receiver_
   LinkView v;
   if (!chooser) return v;  // cannot happen without a pin or levels
   chooser->observe(figures);
-  v.rate = chooser->rate();
   v.rate_source = chooser->rate_source();
+  // "tcp floor": no sample, the floor it chose by.
+  v.rate = v.rate_source == "tcp floor" ? chooser->floor_rate() : chooser->rate();
   static const Buffer frame = reference_frame(std::size_t{4} << 20);
   v.codec = chooser->choose(frame);
   return v;
@@ -149,6 +150,7 @@ Result<LinkChooser> LinkChooser::make(ChooserOptions options) {
   if (!(options.span_seconds >= 0.0))
     return make_error(Errc::usage, "link choice: span_seconds must not be negative");
   if (!(options.peak_factor >= 1.0)) return make_error(Errc::usage, "link choice: peak_factor must be at least 1");
+  if (!(options.busy_tick_s > 0.0)) return make_error(Errc::usage, "link choice: busy_tick_s must be positive");
   for (int level : options.zstd_levels) {
     if (level < 1 || level > 22)
       return make_error(Errc::usage, "link choice: zstd level " + std::to_string(level) + ": zstd levels are 1 to 22");
@@ -191,18 +193,26 @@ void LinkChooser::observe(const net::LinkFigures& figures) {
   // one already weighed.
   const bool fresh = !last_delivered_ || *last_delivered_ != figures.delivered_bytes;
   last_delivered_ = figures.delivered_bytes;
-  if (figures.delivered_bytes < span_bytes_ || figures.busy_s < span_busy_) {
-    span_bytes_ = figures.delivered_bytes;  // not the socket the span began on
+  auto restart_span = [&] {
+    span_bytes_ = figures.delivered_bytes;
     span_busy_ = figures.busy_s;
+    floor_.reset();
+  };
+  if (figures.delivered_bytes < span_bytes_ || figures.busy_s < span_busy_) {
+    restart_span();  // not the socket the span began on
     span_rate_.reset();
     return;
   }
   const double busy = figures.busy_s - span_busy_;
+  const std::uint64_t carried = figures.delivered_bytes - span_bytes_;
   if (busy >= options_.span_seconds && busy >= 10.0 * figures.min_rtt_s && busy > 0.0) {
-    span_rate_ = static_cast<double>(figures.delivered_bytes - span_bytes_) / busy;
+    span_rate_ = static_cast<double>(carried) / busy;
     add_sample(tcp_rates_, *span_rate_);
-    span_bytes_ = figures.delivered_bytes;
-    span_busy_ = figures.busy_s;
+    restart_span();
+  } else if (figures.idle && carried < options_.vote_bytes) {
+    restart_span();  // small messages only: their busy time is round trips
+  } else if (carried >= options_.floor_bytes) {
+    floor_ = static_cast<double>(carried) / (busy + options_.busy_tick_s);
   }
   if (fresh && !figures.app_limited && span_rate_ && figures.delivery_rate <= options_.peak_factor * *span_rate_)
     add_sample(tcp_rates_, figures.delivery_rate);
@@ -223,21 +233,52 @@ void LinkChooser::observe_write(std::uint64_t bytes, double seconds) {
 std::optional<double> LinkChooser::rate() const {
   const auto& w = !tcp_rates_.empty() || socket_figures_ ? tcp_rates_ : write_rates_;
   if (w.empty()) return std::nullopt;
-  return *std::max_element(w.begin(), w.end());
+  const double best = *std::max_element(w.begin(), w.end());
+  return floor_ && *floor_ > best ? *floor_ : best;
+}
+
+std::optional<double> LinkChooser::deciding_rate() const {
+  if (auto r = rate()) return r;
+  if (floor_ && !codes_at(*floor_)) return floor_;
+  return std::nullopt;
 }
 
 const char* LinkChooser::rate_source() const {
   if (!tcp_rates_.empty()) return "tcp";
+  if (floor_ && !codes_at(*floor_)) return "tcp floor";
   if (!socket_figures_ && !write_rates_.empty()) return "writes";
   return "unknown";
 }
 
-CodecSpeed LinkChooser::speed(const CodecChoice& c) const {
+CodecSpeed LinkChooser::base_speed(const CodecChoice& c) const {
   if (c.codec == Codec::none) return {kInfinite, kInfinite};
   for (const auto& [choice, s] : options_.speeds) {
     if (choice == c) return s;
   }
   return calibrated_speed(c);
+}
+
+CodecSpeed LinkChooser::speed(const CodecChoice& c) const {
+  CodecSpeed s = base_speed(c);
+  const double k = slowdown();
+  s.compress /= k;
+  s.decompress /= k;
+  return s;
+}
+
+void LinkChooser::observe_compress(const CodecChoice& c, std::uint64_t bytes, double seconds) {
+  if (c.codec == Codec::none || bytes < options_.vote_bytes || !(seconds > 0.0)) return;
+  const CodecSpeed base = base_speed(c);
+  if (!(base.compress > 0.0) || !std::isfinite(base.compress)) return;
+  const double measured = static_cast<double>(bytes) / seconds;
+  const double k = std::clamp(base.compress / measured, 0.25, 16.0);
+  slowdowns_.push_back(k);
+  if (slowdowns_.size() > options_.rate_window) slowdowns_.erase(slowdowns_.begin());
+}
+
+double LinkChooser::slowdown() const {
+  if (slowdowns_.empty()) return 1.0;
+  return *std::min_element(slowdowns_.begin(), slowdowns_.end());
 }
 
 double LinkChooser::delivery_seconds(const CodecChoice& c, std::uint64_t bytes, double ratio, double rate) const {
@@ -292,13 +333,16 @@ bool LinkChooser::may_code() const {
   if (options_.same_host) return false;
   if (options_.pin) return options_.pin->codec != Codec::none;
   const auto r = rate();
-  if (!r) return false;
+  return r && codes_at(*r);
+}
+
+bool LinkChooser::codes_at(double rate) const {
   // T(c) at a ratio of 0 against T(none): linear in the frame's size, so
   // any size answers for all.
   const std::uint64_t n = options_.vote_bytes > 0 ? options_.vote_bytes : 1;
-  const double none_seconds = delivery_seconds({}, n, 1.0, *r);
+  const double none_seconds = delivery_seconds({}, n, 1.0, rate);
   for (const CodecChoice& c : candidates_)
-    if (c.codec != Codec::none && delivery_seconds(c, n, 0.0, *r) < none_seconds) return true;
+    if (c.codec != Codec::none && delivery_seconds(c, n, 0.0, rate) < none_seconds) return true;
   return false;
 }
 
@@ -308,7 +352,7 @@ std::optional<CodecChoice> LinkChooser::choose(ByteSpan frame) {
   if (n < options_.rules.min_size || n > options_.rules.max_size) return CodecChoice{};
   if (options_.same_host) return CodecChoice{};
   if (options_.pin) return *options_.pin;
-  const auto r = rate();
+  const auto r = deciding_rate();
   if (!r) return std::nullopt;
   const Verdict v = judge(frame, *r);
 

@@ -25,7 +25,10 @@
 //   3. the time to deliver n bytes with choice c, whose sample ratio is r:
 //        T(c) = n / compress_speed(c) + r * n / rate + n / decompress_speed(c)
 //      (T(none) = n / rate). Speeds are measured once per process on a
-//      calibration buffer (calibrated_speed()), never written down here.
+//      calibration buffer (calibrated_speed()), never written down here,
+//      and divided by the slowdown this connection's own compression
+//      showed (observe_compress(): real frames, on cores that are busy
+//      with the rest of the process and, on one host, with the link).
 //      When none beats every codec even at r = 0, no sample is taken (a fast
 //      link costs nothing per frame). Otherwise the frame's sample (as
 //      Dask's maybe_compress samples it: frame_sample()) is compressed with
@@ -60,7 +63,10 @@
 //     a new connection's first flight) is a small part of one that long;
 //     the kernel's 4 ms clock and a round trip per busy period are too.
 //     A span understates the link wherever the link idled while the
-//     connection was busy (a receiver or a sender slow on busy cores);
+//     connection was busy (a receiver or a sender slow on busy cores).
+//     An idle reading (nothing in flight or unsent) restarts a span that
+//     has carried less than vote_bytes: small messages (a handshake, its
+//     delayed ACK) tell nothing of the rate and would only dilute it;
 //   - the kernel's own sample of the last ACK (tcpi_delivery_rate, BBR's
 //     figure), which reads the link's peak, but only when it is not
 //     application-limited, holds an ACK since the previous reading (the
@@ -68,6 +74,15 @@
 //     `peak_factor` of the latest span: a shaper's burst reads 50 to 300
 //     times the link, a span's understatement was 2 at most
 //     (docs/link-choice.md). Before a span has closed, none counts.
+//   - the open span's floor: once the open span has carried floor_bytes,
+//     its bytes over its busy time plus one tick of the kernel's clock
+//     (busy_tick_s): a rate the link has certainly reached. It is not a
+//     sample: it counts while its span is open and never lowers the rate.
+//     While no sample has been taken it counts only to choose none, when
+//     none beats every candidate even at this floor (then it beats them
+//     at the true rate, which is higher): a fast link need not wait
+//     span_seconds of busy time, and a link that is still unknown keeps
+//     today's choice otherwise.
 // The best, not the latest (BBR's bottleneck filter): a slow moment does
 // not lower the rate, and a link that slowed down is followed within
 // `rate_window` samples. Readings may come as often as the caller likes
@@ -148,6 +163,13 @@ struct ChooserOptions {
   /// that a shaper's burst, the kernel's 4 ms clock and a round trip are a
   /// small part of it (docs/link-choice.md).
   double span_seconds = 0.1;
+  /// An open span that has carried this much gives a floor of the rate
+  /// (bytes over busy time plus busy_tick_s): a shaper's burst (256 KB in
+  /// the bench, docs/link-choice.md) is a small part of it.
+  std::uint64_t floor_bytes = std::uint64_t{4} << 20;
+  /// The longest tick of the kernel's busy-time clock: jiffies, 1 to 10 ms
+  /// (HZ 1000 to 100); the floor assumes the longest.
+  double busy_tick_s = 0.01;
   /// The kernel's sample of the last ACK counts only up to this many times
   /// the latest span's rate.
   double peak_factor = 4.0;
@@ -176,7 +198,7 @@ class LinkChooser {
  public:
   /// Errors (Errc::usage): a pin the receiver does not decode, a zstd level
   /// outside 1-22, votes or rate_window of 0, a negative margin or
-  /// span_seconds, a peak_factor below 1.
+  /// span_seconds, a peak_factor below 1, a busy_tick_s not above 0.
   static Result<LinkChooser> make(ChooserOptions options);
 
   /// TCP_INFO figures of the connection's socket.
@@ -189,11 +211,27 @@ class LinkChooser {
   /// last byte). Ignored below min_write_bytes or for seconds <= 0.
   void observe_write(std::uint64_t bytes, double seconds);
 
-  /// The link's rate in bytes per second; nullopt: unknown.
+  /// Compressing `bytes` with `c` took `seconds`, just now, in this
+  /// process (a frame compressed by this chooser's choice or by the
+  /// caller's own codec): how much slower than calibrated this process
+  /// compresses at present. Every speed, compressing and decompressing
+  /// (the receiver's stand-in), is divided by that slowdown: the least of
+  /// the last rate_window, kept within [1/4, 16]. Ignored for none, below
+  /// vote_bytes, for seconds <= 0 and for a codec this build cannot time.
+  void observe_compress(const CodecChoice& c, std::uint64_t bytes, double seconds);
+  /// The slowdown above; 1 before any observation.
+  double slowdown() const;
+
+  /// The link's rate in bytes per second: the best sample, or the open
+  /// span's floor where that is higher; nullopt: no sample yet.
   std::optional<double> rate() const;
+  /// The open span's floor (see above); nullopt: the open span has not
+  /// carried floor_bytes.
+  std::optional<double> floor_rate() const { return floor_; }
   /// The last RTT TCP_INFO gave (seconds); nullopt: none seen.
   std::optional<double> rtt() const { return rtt_; }
-  /// Where rate() comes from: "tcp", "writes" or "unknown".
+  /// Where rate() comes from: "tcp", "writes" or "unknown" ("tcp floor":
+  /// no sample yet, but the floor is fast enough that none is certain).
   const char* rate_source() const;
 
   /// The codec for this frame (see the rules above).
@@ -218,7 +256,8 @@ class LinkChooser {
 
  private:
   explicit LinkChooser(ChooserOptions options) : options_(std::move(options)) {}
-  CodecSpeed speed(const CodecChoice& c) const;
+  CodecSpeed base_speed(const CodecChoice& c) const;  // given or calibrated
+  CodecSpeed speed(const CodecChoice& c) const;       // divided by slowdown()
   struct Verdict {
     CodecChoice best;
     double best_ratio = 1.0;
@@ -229,17 +268,23 @@ class LinkChooser {
     bool votes = true;  // false: the data does not compress, the frame says nothing of the link
   };
   Verdict judge(ByteSpan frame, double rate) const;
+  // Whether some candidate beats none at `rate` with a sample ratio of 0.
+  bool codes_at(double rate) const;
+  // rate(), or else the floor where it makes none certain.
+  std::optional<double> deciding_rate() const;
   void add_sample(std::vector<double>& window, double value);
 
   ChooserOptions options_;
   std::vector<CodecChoice> candidates_;
   std::vector<double> tcp_rates_;    // the window, oldest first
   std::vector<double> write_rates_;
+  std::vector<double> slowdowns_;    // observe_compress(), oldest first
   std::optional<double> rtt_;
   // Where the open span began: bytes acknowledged and busy seconds.
   std::uint64_t span_bytes_ = 0;
   double span_busy_ = 0.0;
   std::optional<double> span_rate_;  // the latest closed span's rate
+  std::optional<double> floor_;      // the open span's floor
   std::optional<std::uint64_t> last_delivered_;  // tcpi_bytes_acked of the last reading
   bool socket_figures_ = false;  // observe() was called: writes are not used
   std::optional<CodecChoice> current_;
@@ -257,7 +302,7 @@ class LinkChooser {
 /// its life, as after a handshake alone), Dask's choice stays.
 struct LinkView {
   std::optional<double> rate;
-  std::string rate_source;  // "tcp" or "unknown"
+  std::string rate_source;  // "tcp", "tcp floor" or "unknown"
   std::optional<CodecChoice> codec;
 };
 LinkView view_link(const net::LinkFigures& figures, std::vector<Codec> receiver_codecs, bool same_host);

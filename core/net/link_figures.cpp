@@ -22,6 +22,7 @@ std::optional<LinkFigures> read_link_figures(int fd) {
   static_assert(offsetof(struct tcp_info, tcpi_bytes_acked) < need);
   static_assert(offsetof(struct tcp_info, tcpi_min_rtt) < need);
   static_assert(offsetof(struct tcp_info, tcpi_delivery_rate) < need);
+  static_assert(offsetof(struct tcp_info, tcpi_notsent_bytes) < need);
   if (static_cast<std::size_t>(len) < need) return std::nullopt;
   LinkFigures f;
   f.rtt_s = static_cast<double>(info.tcpi_rtt) * 1e-6;
@@ -30,6 +31,7 @@ std::optional<LinkFigures> read_link_figures(int fd) {
   f.app_limited = info.tcpi_delivery_rate_app_limited != 0;
   f.delivered_bytes = info.tcpi_bytes_acked;
   f.busy_s = static_cast<double>(info.tcpi_busy_time) * 1e-6;
+  f.idle = info.tcpi_unacked == 0 && info.tcpi_notsent_bytes == 0;
   return f;
 #else
   (void)fd;

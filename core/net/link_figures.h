@@ -12,6 +12,8 @@
 //   busy_s              seconds the connection has had data in flight or
 //                       waiting to be sent (tcpi_busy_time, Linux 4.10+;
 //                       the kernel counts it in jiffies, 4 ms at HZ=250)
+//   idle                nothing in flight and nothing waiting to be sent
+//                       (tcpi_unacked and tcpi_notsent_bytes both 0)
 // The two counters run from the connection's start: what the link carried
 // between two readings is their difference (docs/link-choice.md says how
 // the choice weighs that against tcpi_delivery_rate).
@@ -34,6 +36,8 @@ struct LinkFigures {
   bool app_limited = true;
   std::uint64_t delivered_bytes = 0;
   double busy_s = 0.0;
+  /// False unless the kernel said so: figures made by hand are not idle.
+  bool idle = false;
 };
 
 std::optional<LinkFigures> read_link_figures(int fd);

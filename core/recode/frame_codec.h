@@ -15,6 +15,9 @@
 //     shrink enough stays raw), and its sub-header names the codec in its
 //     "compression" list, which every Dask release reads per frame. The
 //     policy must name only codecs the receiver decodes.
+// compressed() tells the policy how long compressing a frame with its choice
+// took here (the link choice weighs codecs by this process's speed under its
+// present load); the default ignores it.
 // may_compress() tells, without a frame, whether choose() could name a codec
 // now; false lets a large message be cut through as it arrives
 // (core/recode/internal/cut_through.h), since a frame compressed on the way has a
@@ -23,6 +26,7 @@
 // are thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 
 #include "daskcaps/base/bytes.h"
@@ -43,6 +47,12 @@ class FrameCodecPolicy {
   virtual std::optional<FrameCodec> choose(ByteSpan raw) = 0;
   /// Whether choose() could name a codec now.
   virtual bool may_compress() const = 0;
+  /// Compressing `bytes` with `codec` (as chosen) took `seconds`.
+  virtual void compressed(const FrameCodec& codec, std::uint64_t bytes, double seconds) {
+    (void)codec;
+    (void)bytes;
+    (void)seconds;
+  }
 };
 
 }  // namespace daskcaps

@@ -1,6 +1,7 @@
 #include "daskcaps/recode/transcode.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -467,8 +468,11 @@ class ObjectRecoder {
     if (!choice || choice->codec == Codec::none) return Coded{};
     CompressOptions how = opt_.compress;
     if (choice->codec == Codec::zstd && choice->zstd_level > 0) how.zstd_level = choice->zstd_level;
+    const auto start = std::chrono::steady_clock::now();
     auto mc = maybe_compress(choice->codec, frame.span(), opt_.rules, how);
     if (!mc) return std::move(mc).error();
+    opt_.frame_codec->compressed(*choice, frame.size(),
+                                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     if (!mc->compressed) return Coded{};
     ++rep_.frames_recompressed;
     ++rep_.frames_link_coded;

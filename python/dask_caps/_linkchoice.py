@@ -17,6 +17,11 @@ and found by name in every Dask release 2022.12 to 2026.7:
         the connection's TCP_INFO; where the socket gives none, how long
         the write took.
 
+Every large frame compressed here (the chooser's codec, or Dask's own
+while the link is unknown) is timed and told to the chooser
+(observe_compress), which weighs codecs at the speed this process
+compresses at now, not only at its calibration's.
+
 The connection's TCP_INFO is also read before a frame of OBSERVE_BYTES or
 more is chosen, so that what the previous message carried counts before
 this one is coded. The core takes the rate from what the connection
@@ -81,7 +86,7 @@ class Link:
         except Exception:  # noqa: BLE001 - a frame the chooser cannot read: Dask decides
             choice = None
         if choice is None:  # the link is not known yet: today's choice
-            return original(payload, *args, **kwargs)
+            return self._timed(original, payload, args, kwargs)
         if self.chooser.changed:
             self.stats.count_change(self.peer_kind)
             if logger.isEnabledFor(logging.DEBUG):
@@ -92,8 +97,11 @@ class Link:
             return None, payload
         level = self.chooser.level
         try:
+            start = time.perf_counter()
             data = (dask_caps.compress(choice, payload, level=level) if level is not None
                     else dask_caps.compress(choice, payload))
+            self.chooser.observe_compress(choice, memoryview(payload).nbytes, time.perf_counter() - start,
+                                          level)
         except Exception:  # noqa: BLE001 - never out of Dask's comm code
             return original(payload, *args, **kwargs)
         if len(data) > self.ratio * memoryview(payload).nbytes:
@@ -101,6 +109,20 @@ class Link:
             return None, payload
         self.stats.count_written(choice, len(data))
         return choice, data
+
+    def _timed(self, original, payload, args, kwargs):
+        """Dask's own maybe_compress, timed: what a frame it coded took here
+        tells the chooser how fast this process compresses now."""
+        start = time.perf_counter()
+        result = original(payload, *args, **kwargs)
+        try:
+            codec = result[0]
+            if isinstance(codec, str):
+                # Dask's level: distributed.comm.zstd.level, 0 (zstd's own) by default.
+                self.chooser.observe_compress(codec, memoryview(payload).nbytes, time.perf_counter() - start)
+        except Exception:  # noqa: BLE001 - a measurement must not fail a write
+            pass
+        return result
 
     def observe(self, comm, nbytes: int, seconds: float) -> None:
         """What the write of `nbytes` that just returned says of the link."""

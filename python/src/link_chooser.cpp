@@ -2,6 +2,8 @@
 //             dask_release="newest", vote_bytes=1 MiB, margin=0.15, votes=3)
 //   .observe_socket(fd) -> bool      TCP_INFO of the comm's socket
 //   .observe_write(nbytes, seconds)  how long a large write took
+//   .observe_compress(codec, nbytes, seconds, level=None)
+//                                    how long compressing a frame took here
 //   .choose(frame) -> str | None     the codec for this frame ("none" for
 //                                    raw); None: the link is unknown, keep
 //                                    today's choice. .level: its zstd level.
@@ -98,6 +100,15 @@ class PyLinkChooser {
     chooser_->observe_write(bytes, seconds);
   }
 
+  void observe_compress(const std::string& codec, std::uint64_t bytes, double seconds, std::optional<int> level) {
+    auto choice = parse_choice(codec);
+    if (!choice) raise(make_error(Errc::unknown_codec, "codec " + codec + ": not a codec this build has"));
+    if (level) choice->level = choice->codec == Codec::zstd ? *level : 0;
+    py::gil_scoped_release nogil;
+    std::lock_guard lock(mutex_);
+    chooser_->observe_compress(*choice, bytes, seconds);
+  }
+
   py::object choose(const py::object& frame) {
     BufferView in(frame, "frame");
     std::optional<link::CodecChoice> c;
@@ -124,6 +135,7 @@ class PyLinkChooser {
   std::uint64_t changes() { return read([](const link::LinkChooser& c) { return c.changes(); }); }
   std::optional<double> rate() { return read([](const link::LinkChooser& c) { return c.rate(); }); }
   std::optional<double> rtt() { return read([](const link::LinkChooser& c) { return c.rtt(); }); }
+  double slowdown() { return read([](const link::LinkChooser& c) { return c.slowdown(); }); }
   std::string rate_source() {
     return read([](const link::LinkChooser& c) { return std::string(c.rate_source()); });
   }
@@ -171,6 +183,11 @@ void register_link_chooser(py::module_& m) {
            "Reads TCP_INFO of the socket `fd`; False when it gives no link figures.")
       .def("observe_write", &PyLinkChooser::observe_write, arg("nbytes"), arg("seconds"),
            "A write of nbytes took this many seconds (ignored below 1 MiB).")
+      .def("observe_compress", &PyLinkChooser::observe_compress, arg("codec"), arg("nbytes"), arg("seconds"),
+           arg("level") = py::none(),
+           "Compressing nbytes with codec (\"lz4\", \"zstd\" with level, ...) took this many seconds here "
+           "(ignored below vote_bytes): every codec's speed is divided by how much slower than calibrated "
+           "that was (.slowdown).")
       .def("choose", &PyLinkChooser::choose, arg("frame"),
            "The codec for this frame (\"none\": raw), or None when the link is unknown.")
       .def_property_readonly("level", &PyLinkChooser::level, "The zstd level of the last choice, else None.")
@@ -180,8 +197,11 @@ void register_link_chooser(py::module_& m) {
                              "The last change as a dict (\"line\": one line for the log), or None.")
       .def_property_readonly("current", &PyLinkChooser::current, "The connection's choice (\"zstd-1\", ...), or None.")
       .def_property_readonly("rate", &PyLinkChooser::rate, "The link's rate in bytes per second, or None.")
-      .def_property_readonly("rate_source", &PyLinkChooser::rate_source, "\"tcp\", \"writes\" or \"unknown\".")
+      .def_property_readonly("rate_source", &PyLinkChooser::rate_source, "\"tcp\", \"tcp floor\", \"writes\" or \"unknown\" (LinkChooser::rate_source).")
       .def_property_readonly("rtt", &PyLinkChooser::rtt, "The last RTT TCP_INFO gave, in seconds, or None.")
+      .def_property_readonly("slowdown", &PyLinkChooser::slowdown,
+                             "How much slower than calibrated this connection's compression ran (1: no "
+                             "observation yet).")
       .def_property_readonly("candidates", &PyLinkChooser::candidates)
       .def_property_readonly("ratio", &PyLinkChooser::ratio,
                              "Dask's maybe_compress ratio of its dask_release: a coded frame is kept only when "

@@ -7,6 +7,7 @@
   - never a codec the receiver does not decode; a pin it does not decode is
     refused; same host and small frames are "none" (Dask's rules);
   - the change record gives one log line;
+  - compression timed by the caller slows every codec's speed (.slowdown);
   - observe_socket reads TCP_INFO of a TCP socket and gives False for
     another kind of socket;
   - several threads may share one chooser (the GIL is let go while it works).
@@ -120,6 +121,18 @@ class Choice(unittest.TestCase):
         # maybe_compress's ratio is the release's, from the core.
         self.assertAlmostEqual(_core.LinkChooser(ALL).ratio, 0.7)
         self.assertAlmostEqual(_core.LinkChooser(ALL, dask_release="2022.12").ratio, 0.9)
+
+    def test_compression_timed_here_slows_every_codec(self):
+        c = _core.LinkChooser(ALL)
+        self.assertEqual(c.slowdown, 1.0)
+        c.observe_compress("lz4", 8 * MiB, 0.0)  # no time: ignored
+        c.observe_compress("zstd", MiB // 2, 1.0)  # below vote_bytes: ignored
+        self.assertEqual(c.slowdown, 1.0)
+        # 8 MiB in 10 s: far slower than any codec calibrates, kept at 16.
+        c.observe_compress("zstd", 8 * MiB, 10.0, level=1)
+        self.assertEqual(c.slowdown, 16.0)
+        with self.assertRaises(_core.Error):
+            c.observe_compress("brotli", 8 * MiB, 1.0)
 
     def test_threads_share_one_chooser(self):
         c = _core.LinkChooser(ALL)

@@ -37,6 +37,12 @@ std::optional<FrameCodec> LinkPolicy::choose(ByteSpan raw) {
 
 bool LinkPolicy::may_compress() const { return may_.load(std::memory_order_relaxed); }
 
+void LinkPolicy::compressed(const FrameCodec& codec, std::uint64_t bytes, double seconds) {
+  std::lock_guard lock(mutex_);
+  chooser_.observe_compress(CodecChoice{codec.codec, codec.zstd_level}, bytes, seconds);
+  may_.store(chooser_.may_code(), std::memory_order_relaxed);  // speeds move it too
+}
+
 void LinkPolicy::observe(const net::LinkFigures& figures) {
   std::lock_guard lock(mutex_);
   chooser_.observe(figures);

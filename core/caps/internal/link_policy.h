@@ -57,6 +57,7 @@ class LinkPolicy final : public FrameCodecPolicy {
 
   std::optional<FrameCodec> choose(ByteSpan raw) override;
   bool may_compress() const override;
+  void compressed(const FrameCodec& codec, std::uint64_t bytes, double seconds) override;
 
   void observe(const net::LinkFigures& figures);
   /// One line per change of choice since the last call (describe()), and a

@@ -409,6 +409,124 @@ TEST_CASE("link choice: readings inside a span add nothing; counters that go bac
   CHECK(*ch.rate() == doctest::Approx(k100Mbit));
 }
 
+TEST_CASE("link choice: the open span's floor chooses none on a fast link before a span closes") {
+  // A 2022.12.1 worker's connection on two busy cores (traced,
+  // docs/link-choice.md): the handshake's few bytes wait for a delayed ACK,
+  // 48 ms busy, then a 32 MiB message is acknowledged after 28 ms busy.
+  // No span reaches span_seconds in such a rechunk.
+  constexpr double kMessage = 32.0 * kMiB;
+  auto handshake = [](Wire& w, bool idle) {
+    auto f = w.carry(461 / 0.048, 0.048);
+    f.idle = idle;
+    return f;
+  };
+  auto ch = chooser(options());
+  Wire w;
+  ch.observe(handshake(w, true));  // idle, under vote_bytes: the span restarts
+  CHECK_FALSE(ch.floor_rate());
+  ch.observe(w.carry(kMessage / 0.028, 0.028));
+  CHECK_FALSE(ch.rate());  // no sample yet
+  REQUIRE(ch.floor_rate());
+  CHECK(*ch.floor_rate() == doctest::Approx(kMessage / (0.028 + 0.01)));
+  // At 883 MB/s none beats lz4 (500 and 2000 MB/s here) even if lz4 made
+  // the frame vanish: none is certain, and it is the connection's choice.
+  CHECK(std::string(ch.rate_source()) == "tcp floor");
+  const auto c = ch.choose(measurements(8 * kMiB));
+  REQUIRE(c);
+  CHECK(c->codec == Codec::none);
+  REQUIRE(ch.current());
+  CHECK(ch.current()->codec == Codec::none);
+
+  // Without the restart, the handshake's 48 ms stay in the span: its floor
+  // (390 MB/s) leaves lz4 possible, so the link stays unknown.
+  auto kept = chooser(options());
+  Wire k;
+  kept.observe(handshake(k, false));
+  kept.observe(k.carry(kMessage / 0.028, 0.028));
+  REQUIRE(kept.floor_rate());
+  CHECK(*kept.floor_rate() < 400e6);
+  CHECK(std::string(kept.rate_source()) == "unknown");
+  CHECK_FALSE(kept.choose(measurements(8 * kMiB)));
+}
+
+TEST_CASE("link choice: the floor neither decides a slow link nor lowers a known rate") {
+  // Below floor_bytes, no floor: a shaper's burst (256 KB in 4 ms) is none.
+  auto ch = chooser(options());
+  Wire w;
+  ch.observe(w.carry(64e6, 0.004));
+  CHECK_FALSE(ch.floor_rate());
+  // 4 MiB and more in 40 ms at 1 Gbit/s: a floor of 100 MB/s, at which lz4
+  // may still win: the link stays unknown, today's choice.
+  ch.observe(w.carry(125e6, 0.04));
+  REQUIRE(ch.floor_rate());
+  CHECK_FALSE(ch.rate());
+  CHECK_FALSE(ch.choose(measurements(8 * kMiB)));
+  // Once a span has closed, a floor above the samples raises the rate and
+  // one below leaves it.
+  auto known = chooser(options());
+  Wire k;
+  known.observe(k.carry(k100Mbit, 0.2));
+  REQUIRE(known.rate());
+  CHECK(*known.rate() == doctest::Approx(k100Mbit));
+  known.observe(k.carry(125e6, 0.05));  // 6.25 MB in 50 ms
+  REQUIRE(known.floor_rate());
+  CHECK(*known.rate() == doctest::Approx(125e6 * 0.05 / 0.06));
+  known.observe(k.carry(k100Mbit, 0.1));  // the span closes: its own rate
+  CHECK_FALSE(known.floor_rate());
+  CHECK(*known.rate() == doctest::Approx((125e6 * 0.05 + k100Mbit * 0.1) / 0.15));
+  // An idle reading restarts only a span that carried less than vote_bytes.
+  auto busy = chooser(options());
+  Wire b;
+  busy.observe(b.carry(40e6, 0.05));  // 2 MB, then idle
+  auto idle = b.carry(40e6, 0.01);
+  idle.idle = true;
+  busy.observe(idle);
+  busy.observe(b.carry(40e6, 0.05));
+  REQUIRE(busy.rate());  // 0.11 s busy since the start: one span
+  CHECK(*busy.rate() == doctest::Approx(40e6));
+  // The tick is an option, above 0.
+  auto o = options();
+  o.busy_tick_s = 0.0;
+  CHECK_FALSE(LinkChooser::make(o).ok());
+}
+
+TEST_CASE("link choice: codecs are weighed at the speed this process compresses now") {
+  // 1 Gbit/s: lz4 (500 and 2000 MB/s here) wins on measurements.
+  constexpr double k1Gbit = 125e6;
+  auto ch = chooser(options({Codec::lz4}));
+  Wire w;
+  ch.observe(w.carry(k1Gbit, 0.2));
+  const Buffer frame = measurements(2 * kMiB);
+  CHECK(ch.slowdown() == doctest::Approx(1.0));
+  auto c = ch.choose(frame);
+  REQUIRE(c);
+  CHECK(c->codec == Codec::lz4);
+  // Ignored: none, frames below vote_bytes, no time.
+  ch.observe_compress({}, 8 * kMiB, 1.0);
+  ch.observe_compress({Codec::lz4, 0}, kMiB / 2, 1.0);
+  ch.observe_compress({Codec::lz4, 0}, 8 * kMiB, 0.0);
+  CHECK(ch.slowdown() == doctest::Approx(1.0));
+  // Compressing ran 20 times slower than calibrated (cores busy with the
+  // link itself, or the frame out of cache): kept at 16 times, lz4 costs
+  // more than the 125 MB/s link saves, and after `votes` frames none wins.
+  const double slow = 500e6 / 20.0;
+  ch.observe_compress({Codec::lz4, 0}, 8 * kMiB, 8.0 * kMiB / slow);
+  CHECK(ch.slowdown() == doctest::Approx(16.0));  // kept within 16
+  CHECK(ch.delivery_seconds({Codec::lz4, 0}, kMiB, 0.0, k1Gbit) ==
+        doctest::Approx(kMiB * 16.0 / 500e6 + kMiB * 16.0 / 2000e6));
+  for (int i = 0; i < 3; ++i) {
+    c = ch.choose(frame);
+    REQUIRE(c);
+  }
+  CHECK(c->codec == Codec::none);
+  REQUIRE(ch.current());
+  CHECK(ch.current()->codec == Codec::none);
+  // The least slowdown of the last rate_window counts: one fast frame is
+  // enough to say the process can compress that fast.
+  ch.observe_compress({Codec::lz4, 0}, 8 * kMiB, 8.0 * kMiB / 1000e6);
+  CHECK(ch.slowdown() == doctest::Approx(0.5));
+}
+
 TEST_CASE("link figures: TCP_INFO of a TCP socket; none of another socket") {
   int fds[2];
   REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
@@ -430,6 +548,9 @@ TEST_CASE("link figures: TCP_INFO of a TCP socket; none of another socket") {
   REQUIRE(::connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
   const int server = ::accept(listener, nullptr, nullptr);
   REQUIRE(server >= 0);
+  const auto fresh = net::read_link_figures(client);
+  REQUIRE(fresh);
+  CHECK(fresh->idle);  // connected, nothing sent
   const Buffer payload = measurements(4 * kMiB);
   std::size_t sent = 0, got = 0;
   std::vector<std::uint8_t> sink(1 << 16);
@@ -446,6 +567,14 @@ TEST_CASE("link figures: TCP_INFO of a TCP socket; none of another socket") {
   REQUIRE(f);
   CHECK(f->rtt_s > 0.0);
   CHECK(f->delivered_bytes > 0);
+  // Everything arrived: once the last ACK is in, nothing is in flight.
+  bool idle = f->idle;
+  for (int i = 0; i < 1000 && !idle; ++i) {
+    ::usleep(1000);
+    const auto later = net::read_link_figures(client);
+    idle = later && later->idle;
+  }
+  CHECK(idle);
   auto ch = chooser(options());
   CHECK(ch.observe_socket(client));
   CHECK(ch.rtt());

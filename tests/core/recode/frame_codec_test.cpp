@@ -35,7 +35,18 @@ class FixedPolicy final : public FrameCodecPolicy {
     return answer_;
   }
   bool may_compress() const override { return may_; }
+  void compressed(const FrameCodec& codec, std::uint64_t bytes, double seconds) override {
+    ++timed;
+    timed_codec = codec.codec;
+    timed_bytes = bytes;
+    timed_seconds = seconds;
+  }
   std::atomic<int> asked{0};
+  // compressed(): the recode runs one message on one thread here.
+  int timed = 0;
+  Codec timed_codec = Codec::none;
+  std::uint64_t timed_bytes = 0;
+  double timed_seconds = 0.0;
 
  private:
   std::optional<FrameCodec> answer_;
@@ -128,6 +139,11 @@ TEST_CASE("frame codec: a raw frame goes out in the codec the link chose, and de
       const Recoded r = own ? recode(message_of(data, Codec::none), with(policy, Codec::lz4, {Codec::lz4, Codec::zstd}))
                             : recode(message_of(data, Codec::none), with(policy));
       CHECK(policy->asked == 1);
+      // The policy hears how long its choice took to compress.
+      CHECK(policy->timed == 1);
+      CHECK(policy->timed_codec == choice.codec);
+      CHECK(policy->timed_bytes == data.size());
+      CHECK(policy->timed_seconds > 0.0);
       CHECK(r.report.frames_link_coded == 1);
       CHECK(r.report.frames_recompressed == 1);
       const auto [entry, raw] = data_of(r.frames);
@@ -145,6 +161,7 @@ TEST_CASE("frame codec: no answer, or none, leaves every byte as it came") {
     const std::vector<Bytes> in = message_of(data, Codec::none);
     const Recoded r = recode(in, with(policy));
     CHECK(policy->asked == 1);
+    CHECK(policy->timed == 0);  // nothing compressed, nothing timed
     CHECK(r.report.frames_link_coded == 0);
     CHECK(same(r.frames, in));
   }
