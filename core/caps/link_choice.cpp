@@ -268,7 +268,7 @@ CodecSpeed LinkChooser::speed(const CodecChoice& c) const {
 }
 
 void LinkChooser::observe_compress(const CodecChoice& c, std::uint64_t bytes, double seconds) {
-  if (c.codec == Codec::none || bytes < options_.vote_bytes || !(seconds > 0.0)) return;
+  if (c.codec == Codec::none || bytes == 0 || bytes < options_.vote_bytes || !(seconds > 0.0)) return;
   const CodecSpeed base = base_speed(c);
   if (!(base.compress > 0.0) || !std::isfinite(base.compress)) return;
   load_->add(base.compress * seconds / static_cast<double>(bytes));
