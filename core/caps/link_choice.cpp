@@ -160,7 +160,6 @@ Result<LinkChooser> LinkChooser::make(ChooserOptions options) {
                             options.zstd_levels.end());
   LinkChooser chooser(std::move(options));
   const ChooserOptions& o = chooser.options_;
-  chooser.load_ = o.load ? o.load : std::make_shared<CompressLoad>(o.rate_window);
   chooser.candidates_.push_back({Codec::none, 0});
   // In Dask's order of preference (kAllCodecs), each codec once.
   for (Codec c : kAllCodecs) {
@@ -271,38 +270,15 @@ void LinkChooser::observe_compress(const CodecChoice& c, std::uint64_t bytes, do
   if (c.codec == Codec::none || bytes == 0 || bytes < options_.vote_bytes || !(seconds > 0.0)) return;
   const CodecSpeed base = base_speed(c);
   if (!(base.compress > 0.0) || !std::isfinite(base.compress)) return;
-  load_->add(base.compress * seconds / static_cast<double>(bytes));
+  const double measured = static_cast<double>(bytes) / seconds;
+  const double k = std::clamp(base.compress / measured, 0.25, 16.0);
+  slowdowns_.push_back(k);
+  if (slowdowns_.size() > options_.rate_window) slowdowns_.erase(slowdowns_.begin());
 }
 
-struct CompressLoad::State {
-  std::mutex mutex;
-  std::size_t window = 4;
-  std::vector<double> slowdowns;  // oldest first
-};
-
-CompressLoad::CompressLoad(std::size_t window) : state_(std::make_unique<State>()) {
-  state_->window = window > 0 ? window : 1;
-}
-
-CompressLoad::~CompressLoad() = default;
-
-void CompressLoad::add(double slowdown) {
-  if (!std::isfinite(slowdown) || !(slowdown > 0.0)) return;
-  std::lock_guard lock(state_->mutex);
-  auto& w = state_->slowdowns;
-  w.push_back(std::clamp(slowdown, 0.25, 16.0));
-  if (w.size() > state_->window) w.erase(w.begin());
-}
-
-double CompressLoad::slowdown() const {
-  std::lock_guard lock(state_->mutex);
-  const auto& w = state_->slowdowns;
-  return w.empty() ? 1.0 : *std::min_element(w.begin(), w.end());
-}
-
-const std::shared_ptr<CompressLoad>& CompressLoad::process() {
-  static const std::shared_ptr<CompressLoad> load = std::make_shared<CompressLoad>();
-  return load;
+double LinkChooser::slowdown() const {
+  if (slowdowns_.empty()) return 1.0;
+  return *std::min_element(slowdowns_.begin(), slowdowns_.end());
 }
 
 double LinkChooser::delivery_seconds(const CodecChoice& c, std::uint64_t bytes, double ratio, double rate) const {

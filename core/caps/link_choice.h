@@ -26,10 +26,9 @@
 //        T(c) = n / compress_speed(c) + r * n / rate + n / decompress_speed(c)
 //      (T(none) = n / rate). Speeds are measured once per process on a
 //      calibration buffer (calibrated_speed()), never written down here,
-//      and divided by the slowdown that compressing real frames showed
-//      (observe_compress(): frames of megabytes, on cores that are busy
-//      with the rest of the process and, on one host, with the link),
-//      shared by the connections of a process (CompressLoad).
+//      and divided by the slowdown this connection's own compression
+//      showed (observe_compress(): real frames, on cores that are busy
+//      with the rest of the process and, on one host, with the link).
 //      When none beats every codec even at r = 0, no sample is taken (a fast
 //      link costs nothing per frame). Otherwise the frame's sample (as
 //      Dask's maybe_compress samples it: frame_sample()) is compressed with
@@ -99,7 +98,6 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -138,27 +136,6 @@ struct CodecSpeed {
 /// asked for in this process (a calibration buffer of measurement-like
 /// floats, the best of a few runs) and kept; thread-safe. none: infinite.
 CodecSpeed calibrated_speed(const CodecChoice& c);
-
-/// How much slower than calibrated compressing runs in a process now: the
-/// least of the last `window` slowdowns added (a frame preempted once does
-/// not count), each calibrated speed over measured, kept within [1/4, 16];
-/// 1 before any. Thread-safe. The choosers of one process share process()
-/// (the plugin's and the bridge's), so that one connection's frames teach
-/// the others: the load is the process's, not the connection's.
-class CompressLoad {
- public:
-  explicit CompressLoad(std::size_t window = 4);
-  ~CompressLoad();
-  CompressLoad(const CompressLoad&) = delete;
-  CompressLoad& operator=(const CompressLoad&) = delete;
-  void add(double slowdown);
-  double slowdown() const;
-  static const std::shared_ptr<CompressLoad>& process();
-
- private:
-  struct State;
-  std::unique_ptr<State> state_;
-};
 
 struct ChooserOptions {
   /// The codecs the receiver decodes (none need not be named; unknown and
@@ -199,9 +176,6 @@ struct ChooserOptions {
   /// Writes smaller than this say nothing of the link (they fit the
   /// socket's buffer) and are ignored by observe_write().
   std::uint64_t min_write_bytes = std::uint64_t{1} << 20;
-  /// Where observe_compress() adds and speed() reads the slowdown; null:
-  /// a CompressLoad of the chooser's own (window rate_window).
-  std::shared_ptr<CompressLoad> load;
   /// Speeds per choice; empty: calibrated_speed() (tests give their own).
   std::vector<std::pair<CodecChoice, CodecSpeed>> speeds;
 };
@@ -240,13 +214,13 @@ class LinkChooser {
   /// Compressing `bytes` with `c` took `seconds`, just now, in this
   /// process (a frame compressed by this chooser's choice or by the
   /// caller's own codec): how much slower than calibrated this process
-  /// compresses at present (options' load). Every speed, compressing and
-  /// decompressing (the receiver's stand-in), is divided by that
-  /// slowdown. Ignored for none, below vote_bytes, for seconds <= 0 and
-  /// for a codec this build cannot time.
+  /// compresses at present. Every speed, compressing and decompressing
+  /// (the receiver's stand-in), is divided by that slowdown: the least of
+  /// the last rate_window, kept within [1/4, 16]. Ignored for none, below
+  /// vote_bytes, for seconds <= 0 and for a codec this build cannot time.
   void observe_compress(const CodecChoice& c, std::uint64_t bytes, double seconds);
-  /// The load's slowdown (CompressLoad).
-  double slowdown() const { return load_->slowdown(); }
+  /// The slowdown above; 1 before any observation.
+  double slowdown() const;
 
   /// The link's rate in bytes per second: the best sample, or the open
   /// span's floor where that is higher; nullopt: no sample yet.
@@ -304,7 +278,7 @@ class LinkChooser {
   std::vector<CodecChoice> candidates_;
   std::vector<double> tcp_rates_;    // the window, oldest first
   std::vector<double> write_rates_;
-  std::shared_ptr<CompressLoad> load_;  // never null after make()
+  std::vector<double> slowdowns_;    // observe_compress(), oldest first
   std::optional<double> rtt_;
   // Where the open span began: bytes acknowledged and busy seconds.
   std::uint64_t span_bytes_ = 0;

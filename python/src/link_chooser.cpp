@@ -83,7 +83,6 @@ class PyLinkChooser {
     o.vote_bytes = vote_bytes;
     o.margin = margin;
     o.votes = votes;
-    o.load = link::CompressLoad::process();  // every connection of this process
     auto made = link::LinkChooser::make(std::move(o));
     if (!made) raise(std::move(made).error());
     chooser_.emplace(std::move(*made));
@@ -188,7 +187,7 @@ void register_link_chooser(py::module_& m) {
            arg("level") = py::none(),
            "Compressing nbytes with codec (\"lz4\", \"zstd\" with level, ...) took this many seconds here "
            "(ignored below vote_bytes): every codec's speed is divided by how much slower than calibrated "
-           "that was (.slowdown, shared by every LinkChooser of this process).")
+           "that was (.slowdown).")
       .def("choose", &PyLinkChooser::choose, arg("frame"),
            "The codec for this frame (\"none\": raw), or None when the link is unknown.")
       .def_property_readonly("level", &PyLinkChooser::level, "The zstd level of the last choice, else None.")
@@ -201,8 +200,8 @@ void register_link_chooser(py::module_& m) {
       .def_property_readonly("rate_source", &PyLinkChooser::rate_source, "\"tcp\", \"tcp floor\", \"writes\" or \"unknown\" (LinkChooser::rate_source).")
       .def_property_readonly("rtt", &PyLinkChooser::rtt, "The last RTT TCP_INFO gave, in seconds, or None.")
       .def_property_readonly("slowdown", &PyLinkChooser::slowdown,
-                             "How much slower than calibrated compressing ran in this process lately (1: "
-                             "no observation yet).")
+                             "How much slower than calibrated this connection's compression ran (1: no "
+                             "observation yet).")
       .def_property_readonly("candidates", &PyLinkChooser::candidates)
       .def_property_readonly("ratio", &PyLinkChooser::ratio,
                              "Dask's maybe_compress ratio of its dask_release: a coded frame is kept only when "

@@ -7,8 +7,7 @@
   - never a codec the receiver does not decode; a pin it does not decode is
     refused; same host and small frames are "none" (Dask's rules);
   - the change record gives one log line;
-  - compression timed by the caller slows every codec's speed (.slowdown),
-    for every chooser of the process;
+  - compression timed by the caller slows every codec's speed (.slowdown);
   - observe_socket reads TCP_INFO of a TCP socket and gives False for
     another kind of socket;
   - several threads may share one chooser (the GIL is let go while it works).
@@ -134,8 +133,6 @@ class Choice(unittest.TestCase):
         self.assertEqual(c.slowdown, 16.0)
         with self.assertRaises(_core.Error):
             c.observe_compress("brotli", 8 * MiB, 1.0)
-        # The load is the process's: every chooser of this process sees it.
-        self.assertEqual(_core.LinkChooser(["lz4"]).slowdown, 16.0)
 
     def test_threads_share_one_chooser(self):
         c = _core.LinkChooser(ALL)

@@ -14,7 +14,6 @@ Result<std::shared_ptr<LinkPolicy>> LinkPolicy::for_delivery(const Delivery& del
   o.same_host = same_host;
   o.pin = pin;
   o.rules = rules;
-  o.load = CompressLoad::process();  // both legs, every session: one process
   auto chooser = LinkChooser::make(std::move(o));
   if (!chooser) return std::move(chooser).error();
   auto policy = std::make_shared<LinkPolicy>(std::move(*chooser));

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <memory>
 #include <vector>
 
 #include "tests/support/link_wire.h"
@@ -526,29 +525,6 @@ TEST_CASE("link choice: codecs are weighed at the speed this process compresses 
   // enough to say the process can compress that fast.
   ch.observe_compress({Codec::lz4, 0}, 8 * kMiB, 8.0 * kMiB / 1000e6);
   CHECK(ch.slowdown() == doctest::Approx(0.5));
-}
-
-TEST_CASE("link choice: the connections of a process share what compressing showed") {
-  auto load = std::make_shared<link::CompressLoad>();
-  auto o = options({Codec::lz4});
-  o.load = load;
-  auto first = chooser(o);
-  auto second = chooser(o);
-  auto own = chooser(options({Codec::lz4}));  // no shared load
-  first.observe_compress({Codec::lz4, 0}, 8 * kMiB, 8.0 * kMiB / 125e6);  // 4 times slower
-  CHECK(load->slowdown() == doctest::Approx(4.0));
-  CHECK(second.slowdown() == doctest::Approx(4.0));
-  CHECK(own.slowdown() == doctest::Approx(1.0));
-  // A window of 4: the least counts until four larger ones replace it.
-  for (int i = 0; i < 3; ++i) second.observe_compress({Codec::lz4, 0}, 8 * kMiB, 8.0 * kMiB / 50e6);
-  CHECK(first.slowdown() == doctest::Approx(4.0));
-  second.observe_compress({Codec::lz4, 0}, 8 * kMiB, 8.0 * kMiB / 50e6);
-  CHECK(first.slowdown() == doctest::Approx(10.0));
-  // Nonsense is not a slowdown.
-  load->add(-1.0);
-  load->add(std::nan(""));
-  CHECK(load->slowdown() == doctest::Approx(10.0));
-  CHECK(link::CompressLoad::process() == link::CompressLoad::process());
 }
 
 TEST_CASE("link figures: TCP_INFO of a TCP socket; none of another socket") {
