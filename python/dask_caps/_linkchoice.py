@@ -100,8 +100,9 @@ class Link:
             start = time.perf_counter()
             data = (dask_caps.compress(choice, payload, level=level) if level is not None
                     else dask_caps.compress(choice, payload))
-            self.chooser.observe_compress(choice, memoryview(payload).nbytes, time.perf_counter() - start,
-                                          level)
+            nbytes = memoryview(payload).nbytes
+            if nbytes >= OBSERVE_BYTES:  # smaller frames say nothing: not worth a call
+                self.chooser.observe_compress(choice, nbytes, time.perf_counter() - start, level)
         except Exception:  # noqa: BLE001 - never out of Dask's comm code
             return original(payload, *args, **kwargs)
         if len(data) > self.ratio * memoryview(payload).nbytes:
@@ -117,9 +118,10 @@ class Link:
         result = original(payload, *args, **kwargs)
         try:
             codec = result[0]
-            if isinstance(codec, str):
+            nbytes = memoryview(payload).nbytes
+            if isinstance(codec, str) and nbytes >= OBSERVE_BYTES:
                 # Dask's level: distributed.comm.zstd.level, 0 (zstd's own) by default.
-                self.chooser.observe_compress(codec, memoryview(payload).nbytes, time.perf_counter() - start)
+                self.chooser.observe_compress(codec, nbytes, time.perf_counter() - start)
         except Exception:  # noqa: BLE001 - a measurement must not fail a write
             pass
         return result
