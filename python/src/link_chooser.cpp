@@ -33,23 +33,6 @@ namespace daskcaps::python {
 
 namespace {
 
-// "lz4", "zstd" (level: ChooserOptions' default), "zstd-3", "none".
-std::optional<link::CodecChoice> parse_choice(const std::string& text) {
-  std::string name = text;
-  int level = 0;
-  if (auto dash = text.find('-'); dash != std::string::npos) {
-    name = text.substr(0, dash);
-    const std::string digits = text.substr(dash + 1);
-    if (digits.empty() || digits.size() > 2 || digits.find_first_not_of("0123456789") != std::string::npos)
-      return std::nullopt;
-    level = std::stoi(digits);
-    if (name != "zstd") return std::nullopt;
-  }
-  auto c = codec_from_name(name);
-  if (!c) return std::nullopt;
-  return link::CodecChoice{*c, level};
-}
-
 py::object choice_or_none(const std::optional<link::CodecChoice>& c) {
   if (!c) return py::none();
   return py::str(link::choice_name(*c));
@@ -72,7 +55,7 @@ class PyLinkChooser {
     if (!pin.is_none()) {
       if (!py::isinstance<py::str>(pin)) throw py::type_error("pin: a codec name such as \"lz4\" or \"zstd-3\"");
       const std::string p = pin.cast<std::string>();
-      auto choice = parse_choice(p);
+      auto choice = link::parse_choice(p);
       if (!choice) raise(make_error(Errc::unknown_codec, "pin " + p + ": not a codec this build has"));
       if (choice->codec == Codec::zstd && choice->level == 0) choice->level = 3;
       o.pin = choice;
@@ -101,7 +84,7 @@ class PyLinkChooser {
   }
 
   void observe_compress(const std::string& codec, std::uint64_t bytes, double seconds, std::optional<int> level) {
-    auto choice = parse_choice(codec);
+    auto choice = link::parse_choice(codec);
     if (!choice) raise(make_error(Errc::unknown_codec, "codec " + codec + ": not a codec this build has"));
     if (level) choice->level = choice->codec == Codec::zstd ? *level : 0;
     py::gil_scoped_release nogil;

@@ -107,6 +107,11 @@ class Choice(unittest.TestCase):
             _core.LinkChooser(["zstd"], pin="lz4")
         with self.assertRaises(_core.Error):
             _core.LinkChooser(["zstd"], pin="brotli")
+        # The names are the core's (link::parse_choice): zstd's levels run
+        # 1 to 22, and "zstd" alone is the default level.
+        for bad in ("zstd-0", "zstd-23", "lz4-1", "zstd-", ""):
+            with self.assertRaises(_core.Error, msg=bad):
+                _core.LinkChooser(["zstd"], pin=bad)
 
     def test_dasks_rules(self):
         c = _core.LinkChooser(ALL, same_host=True)
