@@ -85,11 +85,11 @@ LinkView view_link(const net::LinkFigures& figures, std::vector<Codec> receiver_
   LinkView v;
   if (!chooser) return v;  // cannot happen without a pin or levels
   chooser->observe(figures);
+  static const Buffer frame = reference_frame(std::size_t{4} << 20);
+  v.codec = chooser->choose(frame);
   v.rate_source = chooser->rate_source();
   // "tcp floor": no sample, the floor it chose by.
   v.rate = v.rate_source == "tcp floor" ? chooser->floor_rate() : chooser->rate();
-  static const Buffer frame = reference_frame(std::size_t{4} << 20);
-  v.codec = chooser->choose(frame);
   return v;
 }
 
@@ -237,15 +237,9 @@ std::optional<double> LinkChooser::rate() const {
   return floor_ && *floor_ > best ? *floor_ : best;
 }
 
-std::optional<double> LinkChooser::deciding_rate() const {
-  if (auto r = rate()) return r;
-  if (floor_ && !codes_at(*floor_)) return floor_;
-  return std::nullopt;
-}
-
 const char* LinkChooser::rate_source() const {
   if (!tcp_rates_.empty()) return "tcp";
-  if (floor_ && !codes_at(*floor_)) return "tcp floor";
+  if (floor_ && (chose_at_floor_ || !codes_at(*floor_))) return "tcp floor";
   if (!socket_figures_ && !write_rates_.empty()) return "writes";
   return "unknown";
 }
@@ -352,9 +346,23 @@ std::optional<CodecChoice> LinkChooser::choose(ByteSpan frame) {
   if (n < options_.rules.min_size || n > options_.rules.max_size) return CodecChoice{};
   if (options_.same_host) return CodecChoice{};
   if (options_.pin) return *options_.pin;
-  const auto r = deciding_rate();
+  // No sample yet: the open span's floor decides only what it makes
+  // certain. T(none) - T(c) shrinks as the rate grows, so where none is
+  // this frame's best at the floor, it is at the link's true rate too. A
+  // codec that wins at the floor may not win there: today's choice stays
+  // (or the connection's, once it has one), and nothing votes.
+  auto r = rate();
+  const bool at_floor = !r && floor_;
+  if (at_floor) r = floor_;
+  chose_at_floor_ = false;
   if (!r) return std::nullopt;
   const Verdict v = judge(frame, *r);
+  if (at_floor && v.best.codec != Codec::none) {
+    if (!current_) return std::nullopt;
+    if (current_->codec == Codec::none) return CodecChoice{};
+    return v.current_fits ? *current_ : CodecChoice{};
+  }
+  chose_at_floor_ = at_floor;
 
   if (n >= options_.vote_bytes && v.votes) {
     auto change_to = [&](const CodecChoice& to) {

@@ -79,10 +79,10 @@
 //     (busy_tick_s): a rate the link has certainly reached. It is not a
 //     sample: it counts while its span is open and never lowers the rate.
 //     While no sample has been taken it counts only to choose none, when
-//     none beats every candidate even at this floor (then it beats them
-//     at the true rate, which is higher): a fast link need not wait
-//     span_seconds of busy time, and a link that is still unknown keeps
-//     today's choice otherwise.
+//     none is the frame's best even at this floor, with the ratio its
+//     sample shrinks to (then none wins at the true rate, which is
+//     higher): a fast link need not wait span_seconds of busy time, and a
+//     link that is still unknown keeps today's choice otherwise.
 // The best, not the latest (BBR's bottleneck filter): a slow moment does
 // not lower the rate, and a link that slowed down is followed within
 // `rate_window` samples. Readings may come as often as the caller likes
@@ -231,7 +231,8 @@ class LinkChooser {
   /// The last RTT TCP_INFO gave (seconds); nullopt: none seen.
   std::optional<double> rtt() const { return rtt_; }
   /// Where rate() comes from: "tcp", "writes" or "unknown" ("tcp floor":
-  /// no sample yet, but the floor is fast enough that none is certain).
+  /// no sample yet, but the floor is fast enough that none is certain:
+  /// for every frame, or for the one the last choose() was given).
   const char* rate_source() const;
 
   /// The codec for this frame (see the rules above).
@@ -270,8 +271,6 @@ class LinkChooser {
   Verdict judge(ByteSpan frame, double rate) const;
   // Whether some candidate beats none at `rate` with a sample ratio of 0.
   bool codes_at(double rate) const;
-  // rate(), or else the floor where it makes none certain.
-  std::optional<double> deciding_rate() const;
   void add_sample(std::vector<double>& window, double value);
 
   ChooserOptions options_;
@@ -285,6 +284,7 @@ class LinkChooser {
   double span_busy_ = 0.0;
   std::optional<double> span_rate_;  // the latest closed span's rate
   std::optional<double> floor_;      // the open span's floor
+  bool chose_at_floor_ = false;      // the last choose() made none certain at the floor
   std::optional<std::uint64_t> last_delivered_;  // tcpi_bytes_acked of the last reading
   bool socket_figures_ = false;  // observe() was called: writes are not used
   std::optional<CodecChoice> current_;

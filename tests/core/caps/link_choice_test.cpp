@@ -438,7 +438,8 @@ TEST_CASE("link choice: the open span's floor chooses none on a fast link before
   CHECK(ch.current()->codec == Codec::none);
 
   // Without the restart, the handshake's 48 ms stay in the span: its floor
-  // (390 MB/s) leaves lz4 possible, so the link stays unknown.
+  // (390 MB/s) leaves lz4 possible for a frame that all but vanishes, so
+  // the link stays unknown for such a frame.
   auto kept = chooser(options());
   Wire k;
   kept.observe(handshake(k, false));
@@ -446,7 +447,38 @@ TEST_CASE("link choice: the open span's floor chooses none on a fast link before
   REQUIRE(kept.floor_rate());
   CHECK(*kept.floor_rate() < 400e6);
   CHECK(std::string(kept.rate_source()) == "unknown");
-  CHECK_FALSE(kept.choose(measurements(8 * kMiB)));
+  const Buffer zeros(8 * kMiB, 0);
+  CHECK_FALSE(kept.choose(zeros));
+  CHECK_FALSE(kept.current());
+}
+
+TEST_CASE("link choice: at the floor, none is certain for a frame it beats with the frame's own ratio") {
+  // A 390 MB/s floor (8 MiB in 10 ms busy, plus the tick): lz4 (500 and
+  // 2000 MB/s here) would beat none only for a frame that shrinks to 2 %.
+  auto ch = chooser(options());
+  Wire w;
+  ch.observe(w.carry(8.0 * kMiB / 0.0115, 0.0115));
+  REQUIRE(ch.floor_rate());
+  CHECK_FALSE(ch.rate());
+  // Measurements shrink far less than that: at the floor none wins, so at
+  // the link's true rate, which is higher, it wins by more.
+  CHECK(std::string(ch.rate_source()) == "unknown");
+  const auto c = ch.choose(measurements(8 * kMiB));
+  REQUIRE(c);
+  CHECK(c->codec == Codec::none);
+  CHECK(std::string(ch.rate_source()) == "tcp floor");
+  REQUIRE(ch.current());
+  CHECK(ch.current()->codec == Codec::none);
+  // A frame that all but vanishes could go faster with lz4 at the floor,
+  // but the floor is not the rate: the connection's none stays, and the
+  // frame does not vote.
+  const Buffer zeros(8 * kMiB, 0);
+  for (int i = 0; i < 4; ++i) {
+    const auto z = ch.choose(zeros);
+    REQUIRE(z);
+    CHECK(z->codec == Codec::none);
+  }
+  CHECK(ch.changes() == 1);
 }
 
 TEST_CASE("link choice: the floor neither decides a slow link nor lowers a known rate") {
