@@ -106,9 +106,7 @@ Handshake our_handshake(const std::optional<HostProbe>& local) {
     caps.max_pickle_protocol = 5;
     if (local) caps.gpu = local->capabilities.gpu;
   }
-  msgpack::Value raw = h.to_msgpack();
-  raw.set("capabilities", capabilities_to_msgpack(caps));
-  h.raw = std::move(raw);
+  publish_capabilities(h, caps);
   return h;
 }
 

@@ -218,9 +218,7 @@ Result<server::Profile> build_profile(const ServeArgs& args) {
     packages["distributed"] = *args.dask_version;
   }
 
-  msgpack::Value raw = h.to_msgpack();
-  raw.set("capabilities", capabilities_to_msgpack(caps));
-  h.raw = std::move(raw);
+  publish_capabilities(h, caps);
 
   server::Profile profile;
   profile.type = args.type;

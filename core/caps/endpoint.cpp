@@ -37,9 +37,7 @@ Result<Peer> peer_for_endpoint(const std::string& text, const EndpointOptions& o
   query.session.ours.pickle_protocol = 5;
   Capabilities ours;
   for (Codec c : kAllCodecs) ours.codecs.emplace_back(codec_name(c));
-  msgpack::Value raw = query.session.ours.to_msgpack();
-  raw.set("capabilities", capabilities_to_msgpack(ours));
-  query.session.ours.raw = std::move(raw);
+  publish_capabilities(query.session.ours, ours);
   query.session.limits = options.limits;
   query.timeout = options.timeout;
   query.tls = tls.get();

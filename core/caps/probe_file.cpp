@@ -308,7 +308,7 @@ Result<Handshake> handshake_from_json(const OrderedJson& v, std::string_view whe
     if (m->is_object() && !present(*m, "codecs")) return missing_key(at, "codecs");
     auto c = capabilities_from_json(*m, at, Capabilities{});
     if (!c) return std::move(c).error();
-    h.raw.set("capabilities", capabilities_to_msgpack(*c));
+    write_capabilities(h.raw, *c);
   }
   return h;
 }

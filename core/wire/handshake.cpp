@@ -102,7 +102,6 @@ CapabilitiesRefusal at(Problem problem, std::string member, std::optional<std::u
   return r;
 }
 
-/// The key's value itself (the map the holder names "capabilities").
 CapabilitiesKey read_key(const ValueView& v, const Limits& limits) {
   using Kind = ValueView::Kind;
   if (v.kind() != Kind::map) return refuse(at(Problem::not_a_map, ""), v.type_text() + ", not a map");
@@ -188,9 +187,13 @@ std::string capability_name_problem(const ValueView& s, const Limits& limits, Ca
 }
 
 CapabilitiesKey read_capabilities(const ValueView& holder, const Limits& limits) {
-  const auto key = holder.kind() == ValueView::Kind::map ? holder.member("capabilities") : nullptr;
+  const auto key = holder.kind() == ValueView::Kind::map ? holder.member(kCapabilitiesKey) : nullptr;
   if (!key) return {};
   return read_key(*key, limits);
+}
+
+CapabilitiesKey read_capabilities_value(const ValueView& value, const Limits& limits) {
+  return read_key(value, limits);
 }
 
 CapabilitiesKey read_capabilities(const msgpack::Value& holder, const Limits& limits) {
@@ -199,7 +202,7 @@ CapabilitiesKey read_capabilities(const msgpack::Value& holder, const Limits& li
 
 std::optional<Capabilities> capabilities_from_msgpack(const msgpack::Value& v) {
   msgpack::Value holder = msgpack::Value::map();
-  holder.set("capabilities", v);
+  holder.set(kCapabilitiesKey, v);
   CapabilitiesKey k = read_capabilities(holder, Limits{});
   if (k.state != CapabilitiesKey::State::published) return std::nullopt;
   return std::move(k.capabilities);
@@ -214,11 +217,21 @@ Result<Handshake> handshake_from_peer(const msgpack::Value& v, const Limits& lim
     // value's bytes in its arena for as long as the handshake lives.
     msgpack::Value kept = msgpack::Value::map();
     for (const auto& [name, value] : std::as_const(h->raw).as_map())
-      if (!(name.is_str() && name.as_str() == "capabilities")) kept.as_map().emplace_back(name, value);
+      if (!(name.is_str() && name.as_str() == kCapabilitiesKey)) kept.as_map().emplace_back(name, value);
     h->raw = std::move(kept);
     h->capabilities_refused = std::move(k.refused);
   }
   return h;
+}
+
+void write_capabilities(msgpack::Value& holder, const Capabilities& c) {
+  holder.set(kCapabilitiesKey, capabilities_to_msgpack(c));
+}
+
+void publish_capabilities(Handshake& h, const Capabilities& c) {
+  msgpack::Value raw = h.to_msgpack();
+  write_capabilities(raw, c);
+  h.raw = std::move(raw);
 }
 
 msgpack::Value capabilities_to_msgpack(const Capabilities& c) {

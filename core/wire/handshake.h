@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "daskcaps/wire/codec.h"
@@ -22,6 +23,11 @@
 #include "daskcaps/base/result.h"
 
 namespace daskcaps {
+
+/// The key under which dask-caps publishes its Capabilities (below) in a
+/// handshake, or in an identity's "dask-caps" entry. Only this file's
+/// functions read it (read_capabilities) and write it (write_capabilities).
+inline constexpr std::string_view kCapabilitiesKey = "capabilities";
 
 struct Handshake {
   std::optional<CompressionValue> compression;  // absent key: nullopt
@@ -107,6 +113,9 @@ CapabilitiesKey read_capabilities(const ValueView& holder, const Limits& limits)
 /// The same, of a msgpack map the core decoded (through a ValueView of it).
 CapabilitiesKey read_capabilities(const msgpack::Value& holder, const Limits& limits);
 
+/// The same, of the key's value itself (absent is not a state it returns).
+CapabilitiesKey read_capabilities_value(const ValueView& value, const Limits& limits);
+
 /// Whether read_capabilities would take `s` as a codec name, role or
 /// version: "" when it would, else why not ("holds a byte ...", "is 65
 /// bytes, more than 64 (limit max_capability_name)"), with `problem` set.
@@ -125,5 +134,15 @@ Result<Handshake> handshake_from_peer(const msgpack::Value& v, const Limits& lim
 
 /// The inverse, for the handshake and identity dask-caps sends.
 msgpack::Value capabilities_to_msgpack(const Capabilities& c);
+
+/// Writes `c` as the "capabilities" key of the map `holder` (a handshake,
+/// or an identity's "dask-caps" entry), replacing one already there: the
+/// one writer of the key, as read_capabilities is its one reader.
+void write_capabilities(msgpack::Value& holder, const Capabilities& c);
+
+/// Publishes `c` in a handshake dask-caps sends: raw becomes to_msgpack()
+/// (Dask's keys from h's fields, in Dask's order, then raw's other keys)
+/// with the "capabilities" key written.
+void publish_capabilities(Handshake& h, const Capabilities& c);
 
 }  // namespace daskcaps

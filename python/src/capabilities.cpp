@@ -80,10 +80,8 @@ py::dict capabilities_to_python(const Capabilities& c) {
 
 py::tuple read_capabilities_py(const py::object& value, const py::object& limits_arg) {
   const Limits limits = limits_argument(limits_arg);
-  // A holder of one entry: the core reads the key as it reads a handshake's.
-  py::dict holder;
-  holder["capabilities"] = value;
-  const CapabilitiesKey k = read_capabilities(PyValueView(holder), limits);
+  // The core reads the value as it reads a handshake's key.
+  const CapabilitiesKey k = read_capabilities_value(PyValueView(value), limits);
   if (k.state == CapabilitiesKey::State::published)
     return py::make_tuple(capabilities_to_python(k.capabilities), py::none());
   return py::make_tuple(py::none(), refusal_to_python(value, k));
@@ -96,7 +94,7 @@ py::tuple read_peer_py(const py::object& handshake, const py::object& limits_arg
   py::object refusal = py::none();
   if (k.state == CapabilitiesKey::State::refused) {
     py::object value = py::none();
-    if (auto key = view.member("capabilities")) value = static_cast<const PyValueView&>(*key).object();
+    if (auto key = view.member(kCapabilitiesKey)) value = static_cast<const PyValueView&>(*key).object();
     refusal = refusal_to_python(value, k);
   }
   const Peer p = peer_from_handshake("peer", view, std::move(k), limits);
@@ -152,11 +150,11 @@ py::dict capabilities_py(const py::object& codecs, std::int64_t max_pickle_proto
     c.role = role.cast<std::string>();
   }
   msgpack::Value holder = msgpack::Value::map();
-  holder.set("capabilities", capabilities_to_msgpack(c));
+  write_capabilities(holder, c);
   // What this process publishes, every peer's reader must take.
   if (const CapabilitiesKey k = read_capabilities(holder, Limits{}); k.state != CapabilitiesKey::State::published)
     raise(make_error(Errc::usage, "not published: " + k.refused));
-  return to_python(*holder.find("capabilities"));
+  return to_python(capabilities_to_msgpack(c));
 }
 
 }  // namespace

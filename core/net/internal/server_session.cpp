@@ -16,7 +16,7 @@ Buffer framed(const Value& v) { return rpc::encode_msgpack_message(v); }
 Value dask_caps_entry(const Capabilities& c) {
   Value m = Value::map();
   m.set("version", Value::str(DASKCAPS_VERSION_STRING));
-  m.set("capabilities", capabilities_to_msgpack(c));
+  write_capabilities(m, c);
   return m;
 }
 

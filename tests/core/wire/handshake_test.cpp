@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "core/wire/internal/msgpack_view.h"
 
 using namespace daskcaps;
 using msgpack::Value;
@@ -249,4 +253,38 @@ TEST_CASE("read_capabilities: a refusal's figures say where, for a caller's own 
   k = key_with({"lz4"});
   k.set("gpu", Value::nil());
   CHECK(read(k).refusal.problem == CapabilitiesRefusal::Problem::not_a_boolean);
+}
+
+TEST_CASE("publish_capabilities: the one writer of the key, read back by the one reader") {
+  Handshake h;
+  h.compression = CompressionValue::nil();
+  h.python = std::vector<std::int64_t>{3, 11, 2};
+  h.pickle_protocol = 4;
+  h.raw = Value::map();
+  h.raw.set("extra", Value::integer(1));  // kept, after Dask's three
+  Capabilities c;
+  c.codecs = {"zstd", "lz4"};
+  c.max_pickle_protocol = 4;
+  c.gpu = true;
+  c.role = "client";
+  publish_capabilities(h, c);
+  // Dask's keys in Dask's order, raw's others, then the key.
+  std::vector<std::string> keys;
+  for (const auto& [name, value] : std::as_const(h.raw).as_map()) keys.push_back(name.as_str());
+  CHECK(keys == std::vector<std::string>{"compression", "python", "pickle-protocol", "extra", "capabilities"});
+  const CapabilitiesKey k = read_capabilities(h.raw, Limits{});
+  REQUIRE(k.state == CapabilitiesKey::State::published);
+  CHECK(k.capabilities.codecs == c.codecs);
+  CHECK(k.capabilities.max_pickle_protocol == 4);
+  CHECK(k.capabilities.gpu);
+  CHECK(k.capabilities.role == "client");
+  // Written again, the key is replaced, not repeated.
+  c.codecs = {"lz4"};
+  write_capabilities(h.raw, c);
+  CHECK(std::as_const(h.raw).as_map().size() == 5);
+  CHECK(read_capabilities(h.raw, Limits{}).capabilities.codecs == std::vector<std::string>{"lz4"});
+  // The value alone reads as the key does; a value that is not a map is refused.
+  const Value v = capabilities_to_msgpack(c);
+  CHECK(read_capabilities_value(MsgpackView(v), Limits{}).state == CapabilitiesKey::State::published);
+  CHECK(read_capabilities_value(MsgpackView(Value::integer(3)), Limits{}).state == CapabilitiesKey::State::refused);
 }
