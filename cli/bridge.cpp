@@ -187,6 +187,13 @@ int run_bridge(BridgeArgs a) {
     o.upstream_tls = std::move(*ctx);
   }
 
+  if (a.codec != "auto") {
+    auto c = codec_from_name(a.codec);
+    if (!c) return report_error("--codec", make_error(Errc::usage, a.codec + ": not a codec this build writes"));
+    o.codec = *c;
+  }
+  if (a.pickle_protocol != "auto") o.pickle_protocol = std::stoi(a.pickle_protocol);
+  o.layout_cpu = a.layout == "cpu";
   // --for: the client's host sets what the flags did not.
   if (!a.for_probe.empty()) {
     EndpointOptions eo;
@@ -197,17 +204,8 @@ int run_bridge(BridgeArgs a) {
     to_client.order = DeliveryOptions::Order::receiver;
     auto plan = deliver(this_build(), *peer, to_client);
     if (!plan) return report_error("--for", plan.error());
-    if (!a.codec_given) a.codec = std::string(codec_name(plan->written()));
-    if (!a.protocol_given) a.pickle_protocol = std::to_string(plan->pickle_protocol);
-    if (!a.layout_given && plan->cpu_layout.value_or(false)) a.layout = "cpu";
+    plan->fill_unset(o.codec, o.pickle_protocol, o.layout_cpu, {a.codec_given, a.protocol_given, a.layout_given});
   }
-  if (a.codec != "auto") {
-    auto c = codec_from_name(a.codec);
-    if (!c) return report_error("--codec", make_error(Errc::usage, a.codec + ": not a codec this build writes"));
-    o.codec = *c;
-  }
-  if (a.pickle_protocol != "auto") o.pickle_protocol = std::stoi(a.pickle_protocol);
-  o.layout_cpu = a.layout == "cpu";
   o.keep_unconvertible = a.keep_unconvertible;
   o.recode.limits = a.limits;
   o.recode.compress.zstd_level = a.zstd_level;

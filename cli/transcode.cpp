@@ -128,7 +128,7 @@ bool same_file(const std::string& a, const std::string& b) {
 }
 
 // --for: the recipient's plan fills what the user did not set explicitly.
-Status apply_recipient(TranscodeCliOptions& o, TranscodeSummary::Recipient& recipient) {
+Status apply_recipient(const TranscodeCliOptions& o, TranscodeOptions& t, TranscodeSummary::Recipient& recipient) {
   EndpointOptions eo;
   eo.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeout_s * 1000));
   eo.tls = o.tls;
@@ -139,10 +139,13 @@ Status apply_recipient(TranscodeCliOptions& o, TranscodeSummary::Recipient& reci
   to_file.order = DeliveryOptions::Order::receiver;
   auto plan = deliver(this_build(), *peer, to_file);
   if (!plan) return std::move(plan).error().add_context("--for");
-  if (!o.codec_given) o.codec = std::string(codec_name(plan->written()));
-  if (!o.protocol_given) o.pickle_protocol = std::to_string(plan->pickle_protocol);
-  if (!o.layout_given && plan->cpu_layout) o.layout = *plan->cpu_layout ? "cpu" : "keep";
-  recipient = {o.for_endpoint, peer->name, o.codec, o.pickle_protocol, o.layout, plan->cpu_layout.has_value()};
+  plan->fill_unset(t.codec, t.pickle_protocol, t.layout_cpu, {o.codec_given, o.protocol_given, o.layout_given});
+  recipient = {o.for_endpoint,
+               peer->name,
+               t.codec ? std::string(codec_name(*t.codec)) : "keep",
+               t.pickle_protocol ? std::to_string(*t.pickle_protocol) : "keep",
+               t.layout_cpu ? "cpu" : "keep",
+               plan->cpu_layout.has_value()};
   return {};
 }
 
@@ -150,13 +153,13 @@ int run_transcode(TranscodeCliOptions o) {
   TranscodeSummary summary;
   summary.input = o.input;
   summary.output = o.output;
-  if (!o.for_endpoint.empty()) {
-    TranscodeSummary::Recipient recipient;
-    if (auto st = apply_recipient(o, recipient); !st) return report_error("", st.error());
-    summary.recipient = std::move(recipient);
-  }
   auto topt = core_options(o);
   if (!topt) return report_error("", topt.error());
+  if (!o.for_endpoint.empty()) {
+    TranscodeSummary::Recipient recipient;
+    if (auto st = apply_recipient(o, *topt, recipient); !st) return report_error("", st.error());
+    summary.recipient = std::move(recipient);
+  }
   if (same_file(o.input, o.output))
     return report_error(o.output, make_error(Errc::usage, "is the input; the input is never modified"));
 

@@ -42,6 +42,13 @@ TranscodeOptions Delivery::recode_options(TranscodeOptions base) const {
   return base;
 }
 
+void Delivery::fill_unset(std::optional<Codec>& codec_out, std::optional<int>& pickle_protocol_out,
+                          bool& layout_cpu, Given given) const {
+  if (!given.codec) codec_out = written();
+  if (!given.pickle_protocol) pickle_protocol_out = static_cast<int>(pickle_protocol);
+  if (!given.layout && cpu_layout) layout_cpu = *cpu_layout;
+}
+
 Result<Delivery> deliver(const Peer& sender, const Peer& receiver, const DeliveryOptions& options) {
   if (options.pickle_protocol && (*options.pickle_protocol < 0 || *options.pickle_protocol > 5))
     return make_error(Errc::usage, "pickle protocol " + std::to_string(*options.pickle_protocol) +

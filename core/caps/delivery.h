@@ -79,6 +79,20 @@ struct Delivery {
   /// recodes_frames()), pickles above a protocol below 5 recoded down, GPU
   /// data converted when cpu_layout is true.
   TranscodeOptions recode_options(TranscodeOptions base) const;
+
+  /// Which of a recode's codec, pickle protocol and layout the user set
+  /// (`--codec`, `--pickle-protocol`, `--layout`).
+  struct Given {
+    bool codec = false;
+    bool pickle_protocol = false;
+    bool layout = false;
+  };
+  /// `--for` (transcode, bridge): what the user did not set of a recode
+  /// toward this receiver, from this delivery: every frame in written(),
+  /// pickles at pickle_protocol, GPU data converted where cpu_layout is
+  /// true (kept where it is false; left as it is where it is unknown).
+  void fill_unset(std::optional<Codec>& codec, std::optional<int>& pickle_protocol, bool& layout_cpu,
+                  Given given) const;
 };
 
 /// The decision described above.

@@ -38,6 +38,7 @@ from daskcluster import DaskCluster  # noqa: E402
 DASK_CAPS = os.environ.get("DASK_CAPS") or os.path.join(HERE, "..", "..", "build", "dask-caps")
 FAKE_CUPY = os.path.join(HERE, "fakecupy")
 CLIENT = os.path.join(HERE, "bridge_client.py")
+LAPTOP = os.path.join(HERE, "..", "..", "examples", "laptop.probe.json")
 N = 300_000  # float64 elements: 2.4 MB, which lz4 compresses
 EXPECTED_SUM = float(sum((i + 1) * 1.5 for i in range(N)))
 
@@ -127,6 +128,22 @@ class BridgeMakesMismatchedClientsWork:
     def test_a_cpu_only_client_gathering_a_cupy_result(self):
         through = self.check_fails_directly_and_works_through_the_bridge("cpu", "No module named 'cupy'")
         self.assertEqual(through["type"], "numpy.ndarray")
+
+    def test_for_a_probe_file_sets_what_the_flags_did_not(self):
+        # --for a laptop's probe (examples/laptop.probe.json: pickle 4 at
+        # most, snappy and zlib, no GPU) in place of the flags: the CPU-only
+        # client, which fails through a bridge that keeps the layout (the
+        # default), works, as does the pickle-4 client at the probe's
+        # protocol. (The nolz4 client hides snappy too, so the laptop's
+        # codec is not one it reads.)
+        bridge = BridgeProcess("--listen", "tcp://127.0.0.1:0", "--upstream", self.sched.address, "--for", LAPTOP)
+        try:
+            for mode in ("pickle4", "cpu"):
+                through = run_client(self.dask, mode, bridge.address)
+                self.assertTrue(through["ok"], f"{mode} through a bridge --for the laptop: {through}\n{bridge.stderr()}")
+                self.assertEqual((through["len"], through["sum"]), (N, EXPECTED_SUM))
+        finally:
+            bridge.close()
 
     def gather_nolz4_cut_through(self, *flags):
         """The nolz4 client's gather through a bridge with a low

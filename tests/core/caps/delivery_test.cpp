@@ -229,3 +229,36 @@ TEST_CASE("options: validated once, in the core") {
   t.shard_bytes = 0;
   CHECK(validate(t).error().code == Errc::usage);
 }
+
+TEST_CASE("delivery: --for fills what the user did not set, and nothing else") {
+  DeliveryOptions theirs;
+  theirs.order = DeliveryOptions::Order::receiver;
+  auto d = deliver(this_build(), published({"snappy", "lz4"}, 4, false), theirs);
+  REQUIRE(d);
+  // Nothing set: every choice is the receiver's.
+  std::optional<Codec> codec;
+  std::optional<int> protocol;
+  bool cpu = false;
+  d->fill_unset(codec, protocol, cpu, {});
+  REQUIRE(codec);
+  CHECK(*codec == Codec::snappy);
+  REQUIRE(protocol);
+  CHECK(*protocol == 4);
+  CHECK(cpu);  // the receiver said it has no GPU
+  // What the user set stays, "keep" (nullopt) included.
+  std::optional<Codec> kept;
+  std::optional<int> five = 5;
+  bool keep_layout = false;
+  d->fill_unset(kept, five, keep_layout, {true, true, true});
+  CHECK(!kept);
+  CHECK(five == 5);
+  CHECK(!keep_layout);
+  // A receiver whose GPU is unknown leaves the layout as it is.
+  d = deliver(this_build(), published({}), theirs);
+  REQUIRE(d);
+  bool layout = true;
+  d->fill_unset(codec, protocol, layout, {});
+  CHECK(codec == Codec::none);
+  CHECK(protocol == 5);
+  CHECK(layout);
+}
