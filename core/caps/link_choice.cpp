@@ -323,6 +323,13 @@ LinkChooser::Verdict LinkChooser::judge(ByteSpan frame, double rate) const {
   return v;
 }
 
+CodecChoice LinkChooser::first_choice(const Verdict& v) const {
+  // As if the connection had chosen none, but without the votes: a codec
+  // must win by the margin (docs/link-choice.md, "Stability").
+  if (v.best.codec == Codec::none || v.none_seconds > (1.0 + options_.margin) * v.best_seconds) return v.best;
+  return CodecChoice{};
+}
+
 bool LinkChooser::may_code() const {
   if (options_.same_host) return false;
   if (options_.pin) return options_.pin->codec != Codec::none;
@@ -380,7 +387,7 @@ std::optional<CodecChoice> LinkChooser::choose(ByteSpan frame) {
       streak_ = 0;
     };
     if (!current_) {
-      change_to(v.best);
+      change_to(first_choice(v));
     } else if (v.best != *current_ && v.current_seconds > (1.0 + options_.margin) * v.best_seconds) {
       if (challenger_ && *challenger_ == v.best) {
         ++streak_;
@@ -395,7 +402,7 @@ std::optional<CodecChoice> LinkChooser::choose(ByteSpan frame) {
     }
   }
 
-  if (!current_) return v.best;  // no large frame yet: this frame's best
+  if (!current_) return first_choice(v);  // no large frame yet: this frame's
   if (changed_) return *current_;  // this frame's best
   if (current_->codec == Codec::none) return CodecChoice{};
   // The data decides within the connection's choice (rule 5); the link

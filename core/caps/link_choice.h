@@ -37,7 +37,10 @@
 //   4. hysteresis, per connection: the connection has a current choice.
 //      Frames that say nothing of the link do not vote: those whose sample
 //      no candidate shrinks below Dask's ratio (random bytes). The first
-//      frame of at least vote_bytes that votes sets it. Afterwards a
+//      frame of at least vote_bytes that votes sets it: its best, where
+//      that is none or beats none by `margin`, else none (a codec close to
+//      break-even costs CPU for little: none until it wins by the margin
+//      on `votes` frames, as any change does). Afterwards a
 //      different best replaces it only after `votes` consecutive frames of
 //      at least vote_bytes on which that same best beat the current one by
 //      `margin` (T(current) > (1 + margin) * T(best)); any other frame of
@@ -269,6 +272,8 @@ class LinkChooser {
     bool votes = true;  // false: the data does not compress, the frame says nothing of the link
   };
   Verdict judge(ByteSpan frame, double rate) const;
+  // The best, where it is none or beats none by the margin; else none.
+  CodecChoice first_choice(const Verdict& v) const;
   // Whether some candidate beats none at `rate` with a sample ratio of 0.
   bool codes_at(double rate) const;
   void add_sample(std::vector<double>& window, double value);

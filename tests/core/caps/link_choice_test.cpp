@@ -657,3 +657,32 @@ TEST_CASE("link choice: may_code is what choose() could answer without a frame")
   o.pin = CodecChoice{Codec::lz4, 0};
   CHECK(chooser(o).may_code());
 }
+
+TEST_CASE("link choice: a first choice near break-even is none; a codec must win by the margin") {
+  // lz4 alone, at 500 and 2000 MB/s: on a frame of zeros (its sample
+  // shrinks to well under 1 %) lz4 breaks even with none near 398 MB/s and
+  // beats it by 15 % (margin) only below about 346 MB/s.
+  const Buffer zeros(4 * kMiB, 0);
+  auto near = chooser(options({Codec::lz4}));
+  Wire w;
+  near.observe(w.carry(370e6));
+  const auto first = near.choose(zeros);
+  REQUIRE(first);
+  CHECK(first->codec == Codec::none);  // lz4 is faster by about 7 % here
+  REQUIRE(near.current());
+  CHECK(near.current()->codec == Codec::none);
+  // Where lz4 wins by more than the margin, the first choice is lz4.
+  auto slow = chooser(options({Codec::lz4}));
+  Wire s;
+  slow.observe(s.carry(300e6));
+  const auto coded = slow.choose(zeros);
+  REQUIRE(coded);
+  CHECK(coded->codec == Codec::lz4);
+  // The near-even connection codes once the link slows enough, after the
+  // votes every change takes.
+  for (int i = 0; i < 4; ++i) near.observe(w.carry(100e6));
+  CHECK(*near.rate() == doctest::Approx(100e6));
+  for (int i = 0; i < 2; ++i) CHECK(near.choose(zeros)->codec == Codec::none);
+  CHECK(near.choose(zeros)->codec == Codec::lz4);
+  CHECK(near.changes() == 2);
+}
