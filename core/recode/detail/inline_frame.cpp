@@ -64,7 +64,10 @@ Status run_joined(const Message& in, const Joined& j, std::uint64_t from, std::u
 
 // The decoded size of one wire frame, without decoding it when its header
 // says; nullopt when it cannot be known here (the object is then recoded
-// whole, which reports what is wrong).
+// whole, which reports what is wrong). A frame that declares 0 bytes is
+// decoded all the same: run_joined() never reads a frame of no bytes, so
+// this is the one place a block claiming to be empty is checked, as
+// decompress() checks it on the whole path.
 std::optional<std::uint64_t> decoded_size(const Message& in, std::size_t index, const CompressionValue& entry,
                                           const TranscodeOptions& opt) {
   auto input = in.raw.frame_input(index);
@@ -72,7 +75,7 @@ std::optional<std::uint64_t> decoded_size(const Message& in, std::size_t index, 
   auto codec = codec_of(entry);
   if (!codec) return std::nullopt;
   std::optional<std::uint64_t> d = declared_of(*codec, *input);
-  if (!d) {
+  if (!d || *d == 0) {
     auto m = measure_frame(*codec, *input, opt.limits.max_decompressed_bytes);
     if (!m) return std::nullopt;
     d = *m;
