@@ -364,14 +364,11 @@ std::optional<CodecChoice> LinkChooser::choose(ByteSpan frame) {
   chose_at_floor_ = false;
   if (!r) return std::nullopt;
   const Verdict v = judge(frame, *r);
-  if (at_floor && v.best.codec != Codec::none) {
-    if (!current_) return std::nullopt;
-    if (current_->codec == Codec::none) return CodecChoice{};
-    return v.current_fits ? *current_ : CodecChoice{};
-  }
-  chose_at_floor_ = at_floor;
+  const bool proves = !at_floor || v.best.codec == Codec::none;
+  if (!proves && !current_) return std::nullopt;
+  chose_at_floor_ = at_floor && proves;
 
-  if (n >= options_.vote_bytes && v.votes) {
+  if (proves && n >= options_.vote_bytes && v.votes) {
     auto change_to = [&](const CodecChoice& to) {
       ChoiceChange change;
       change.from = current_;
