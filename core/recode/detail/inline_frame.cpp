@@ -40,7 +40,9 @@ Status run_joined(const Message& in, const Joined& j, std::uint64_t from, std::u
     auto codec = codec_of(j.entries[i]);
     if (!codec) return std::move(codec).error();
     // Decoded from its start; the windows before `lo` are skipped, and the
-    // decoding stops once past `hi`.
+    // decoding stops once past `hi` unless `hi` is the frame's end: the
+    // window that ends the frame reads it to its last byte, so that what
+    // follows the declared size is refused here as decompress() refuses it.
     std::uint64_t at = 0;
     bool done = false;
     auto r = decode_in_windows(*codec, *input, opt.limits.max_decompressed_bytes, [&](ByteSpan w) -> Status {
@@ -50,14 +52,16 @@ Status run_joined(const Message& in, const Joined& j, std::uint64_t from, std::u
           return s;
       }
       at += w.size();
-      if (at >= hi) {
+      if (at >= hi && hi < d) {
         done = true;
         return make_error(Errc::internal, "enough");
       }
       return ok_status();
     });
-    if (!r && !done) return std::move(r).error();
-    if (r && *r != d) return make_error(Errc::codec_failed, "frame decoded to " + std::to_string(*r) + " bytes, not " + std::to_string(d));
+    if (!r && !done) return std::move(r).error().add_context(j.labels[i]);
+    if (r && *r != d)
+      return make_error(Errc::codec_failed, "frame decoded to " + std::to_string(*r) + " bytes, not " + std::to_string(d))
+          .add_context(j.labels[i]);
   }
   return ok_status();
 }
@@ -198,6 +202,7 @@ Result<std::optional<InlinePlan>> plan_inline(const Message& in, SubObject& obj,
       j.frames.push_back(index);
       j.entries.push_back((*codecs)[k]);
       j.sizes.push_back(*d);
+      j.labels.push_back(obj.frame_label(static_cast<std::size_t>(k)));
       j.size += *d;
     }
     joined.push_back(std::move(j));

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "daskcaps/base/bytes.h"
@@ -49,6 +50,7 @@ struct Joined {
   std::vector<std::size_t> frames;        // absolute frame indices
   std::vector<CompressionValue> entries;  // their compression entries
   std::vector<std::uint64_t> sizes;       // their decoded sizes
+  std::vector<std::string> labels;        // their SubObject::frame_label(), for errors
   std::uint64_t size = 0;
 };
 

@@ -508,3 +508,43 @@ TEST_CASE("stream_recode: a pickle that inlines its buffers streams them between
         }
   }
 }
+
+TEST_CASE("stream_recode: an inlined buffer frame with bytes past its declared size is refused as whole") {
+  // A zstd shard that declares its size, then more: junk, or a second zstd
+  // frame. The whole path refuses both; in place, the last window of the
+  // shard must still read the frame to its end.
+  const Buffer big = walk(3 << 20, 7);
+  const Buffer first = frame_of(Codec::zstd, ByteSpan(big).first(big.size() / 2));
+  const Buffer more = frame_of(Codec::zstd, ByteSpan(big).first(4096));
+  const std::uint8_t junk[] = {1, 2, 3, 4, 5, 6, 7, 8};
+  for (ByteSpan tail : {ByteSpan(junk), ByteSpan(more)}) {
+    Buffer shard = first;
+    shard.append(tail.data(), tail.size());
+    const std::uint8_t pickled[] = {0x80, 0x05, '(', 0x97, 0x97, 'l', '.'};
+    Value h = map({{"serializer", str("pickle")},
+                   {"writeable", arr({Value::boolean(false), Value::boolean(false)})},
+                   {"split-num-sub-frames", arr({num(1), num(2), num(1)})},
+                   {"split-offsets", arr({num(0), num(1), num(3)})},
+                   {"compression", arr({Value::nil(), str("zstd"), str("zstd"), Value::nil()})},
+                   {"num-sub-frames", num(4)}});
+    std::vector<Buffer> frames{msgpack::encode(map({{"op", str("echo")}, {"data", placeholder("__Serialized__", 1)}})),
+                               msgpack::encode(h), Buffer(ByteSpan(pickled)),
+                               frame_of(Codec::zstd, ByteSpan(big).subspan(big.size() / 2)), std::move(shard),
+                               walk(1000, 4)};
+    auto m = parse_message(frames_of(std::move(frames)));
+    REQUIRE(m);
+    for (std::optional<Codec> codec : {std::optional<Codec>(), std::optional<Codec>(Codec::lz4)}) {
+      CAPTURE(tail.size());
+      TranscodeOptions o;
+      o.codec = codec;
+      o.pickle_protocol = 5;
+      o.inline_buffers = true;
+      o.shard_bytes = std::uint64_t{1} << 20;
+      TranscodeOptions whole = o;
+      whole.stream_frame_bytes = ~std::uint64_t{0};
+      TranscodeReport wr;
+      CHECK_FALSE(transcode_message(*m, whole, wr));
+      check_in_place(*m, o);
+    }
+  }
+}
