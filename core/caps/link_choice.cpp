@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <unordered_map>
 #include <utility>
 
 namespace daskcaps::link {
@@ -53,6 +54,50 @@ CodecSpeed measure(const CodecChoice& c) {
   const double td = best_seconds([&] { return decompress(c.codec, *packed, input.size()).ok(); });
   // A timer too coarse for the buffer gives 0 s: take it as very fast.
   return {tc > 0 ? n / tc : kInfinite, td > 0 ? n / td : kInfinite};
+}
+
+// The process's memory of links (link_choice.h, "New connections").
+class HostRates {
+ public:
+  static constexpr std::size_t kMaxHosts = 4096;
+  static constexpr std::size_t kMaxHostBytes = 255;
+  using Clock = std::chrono::steady_clock;
+
+  void put(const std::string& host, double rate) {
+    if (host.empty() || host.size() > kMaxHostBytes) return;
+    std::lock_guard lock(mutex_);
+    auto it = rates_.find(host);
+    if (it == rates_.end()) {
+      if (rates_.size() >= kMaxHosts) {
+        rates_.erase(std::min_element(rates_.begin(), rates_.end(),
+                                      [](const auto& a, const auto& b) { return a.second.when < b.second.when; }));
+      }
+      it = rates_.emplace(host, Entry{}).first;
+    }
+    it->second = Entry{rate, Clock::now()};
+  }
+
+  std::optional<double> get(const std::string& host, double max_age_s) const {
+    if (host.empty() || host.size() > kMaxHostBytes) return std::nullopt;
+    std::lock_guard lock(mutex_);
+    const auto it = rates_.find(host);
+    if (it == rates_.end()) return std::nullopt;
+    if (std::chrono::duration<double>(Clock::now() - it->second.when).count() > max_age_s) return std::nullopt;
+    return it->second.rate;
+  }
+
+ private:
+  struct Entry {
+    double rate = 0.0;
+    Clock::time_point when;
+  };
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, Entry> rates_;
+};
+
+HostRates& host_rates() {
+  static HostRates rates;
+  return rates;
 }
 
 std::uint64_t choice_key(const CodecChoice& c) {
@@ -177,13 +222,23 @@ Result<LinkChooser> LinkChooser::make(ChooserOptions options) {
   if (o.pin && o.pin->codec == Codec::zstd && o.pin->level != 0 && (o.pin->level < 1 || o.pin->level > 22))
     return make_error(Errc::usage, "link choice: zstd level " + std::to_string(o.pin->level) +
                                        ": zstd levels are 1 to 22");
+  if (auto remembered = host_rates().get(o.host, o.remembered_seconds)) {
+    chooser.seeded_only_ = chooser.add_sample(chooser.tcp_rates_, *remembered);
+  }
   return chooser;
 }
 
-void LinkChooser::add_sample(std::vector<double>& window, double value) {
-  if (!(value > 0.0) || !std::isfinite(value)) return;
+bool LinkChooser::add_sample(std::vector<double>& window, double value) {
+  if (!(value > 0.0) || !std::isfinite(value)) return false;
   window.push_back(value);
   if (window.size() > options_.rate_window) window.erase(window.begin());
+  return true;
+}
+
+void LinkChooser::add_tcp_sample(double value) {
+  if (!add_sample(tcp_rates_, value)) return;
+  seeded_only_ = false;
+  host_rates().put(options_.host, *std::max_element(tcp_rates_.begin(), tcp_rates_.end()));
 }
 
 void LinkChooser::observe(const net::LinkFigures& figures) {
@@ -207,7 +262,7 @@ void LinkChooser::observe(const net::LinkFigures& figures) {
   const std::uint64_t carried = figures.delivered_bytes - span_bytes_;
   if (busy >= options_.span_seconds && busy >= 10.0 * figures.min_rtt_s && busy > 0.0) {
     span_rate_ = static_cast<double>(carried) / busy;
-    add_sample(tcp_rates_, *span_rate_);
+    add_tcp_sample(*span_rate_);
     restart_span();
   } else if (figures.idle && carried < options_.vote_bytes) {
     restart_span();  // small messages only: their busy time is round trips
@@ -215,7 +270,7 @@ void LinkChooser::observe(const net::LinkFigures& figures) {
     floor_ = static_cast<double>(carried) / (busy + options_.busy_tick_s);
   }
   if (fresh && !figures.app_limited && span_rate_ && figures.delivery_rate <= options_.peak_factor * *span_rate_)
-    add_sample(tcp_rates_, figures.delivery_rate);
+    add_tcp_sample(figures.delivery_rate);
 }
 
 bool LinkChooser::observe_socket(int fd) {
@@ -238,7 +293,7 @@ std::optional<double> LinkChooser::rate() const {
 }
 
 const char* LinkChooser::rate_source() const {
-  if (!tcp_rates_.empty()) return "tcp";
+  if (!tcp_rates_.empty()) return seeded_only_ ? "host" : "tcp";
   if (floor_ && (chose_at_floor_ || !codes_at(*floor_))) return "tcp floor";
   if (!socket_figures_ && !write_rates_.empty()) return "writes";
   return "unknown";

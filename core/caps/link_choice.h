@@ -92,6 +92,15 @@
 // (before a large frame is chosen, and after it was written). Counters
 // lower than the span's start (another socket's figures) restart the span
 // there, and no kernel sample counts until it closes again.
+// New connections. A connection learns its link only once a span closes,
+// so a new one would send its first large messages as today (Dask's
+// setting), however well this process knows the host. With
+// ChooserOptions::host, every TCP sample a connection takes also leaves its
+// best rate in a memory of this process, per host; a chooser made for that
+// host within remembered_seconds starts with that rate as its one sample
+// (rate_source() "host" until it takes its own), and its own samples
+// replace it as the window turns, as any sample's. The memory holds at
+// most 4096 hosts (the oldest goes); one mutex guards it.
 // Only where the socket gives no TCP_INFO at all (observe_socket() never
 // succeeded), the best of the last `rate_window` large writes (bytes over
 // the seconds the write took) stands in: a write's time includes the
@@ -181,6 +190,12 @@ struct ChooserOptions {
   std::uint64_t min_write_bytes = std::uint64_t{1} << 20;
   /// Speeds per choice; empty: calibrated_speed() (tests give their own).
   std::vector<std::pair<CodecChoice, CodecSpeed>> speeds;
+  /// The peer's host (its IP), for this process's memory of links (see
+  /// "New connections" above); empty: this connection neither takes a
+  /// rate from it nor gives one. Longer than 255 bytes: the same.
+  std::string host;
+  /// A rate remembered longer than this is not taken.
+  double remembered_seconds = 300.0;
 };
 
 /// A change of a connection's choice.
@@ -235,7 +250,8 @@ class LinkChooser {
   std::optional<double> rtt() const { return rtt_; }
   /// Where rate() comes from: "tcp", "writes" or "unknown" ("tcp floor":
   /// no sample yet, but the floor is fast enough that none is certain:
-  /// for every frame, or for the one the last choose() was given).
+  /// for every frame, or for the one the last choose() was given; "host":
+  /// only the rate another connection to the host left, see above).
   const char* rate_source() const;
 
   /// The codec for this frame (see the rules above).
@@ -276,11 +292,14 @@ class LinkChooser {
   CodecChoice first_choice(const Verdict& v) const;
   // Whether some candidate beats none at `rate` with a sample ratio of 0.
   bool codes_at(double rate) const;
-  void add_sample(std::vector<double>& window, double value);
+  bool add_sample(std::vector<double>& window, double value);  // false: not a rate
+  // A TCP sample: to the window, and the window's best to the host's memory.
+  void add_tcp_sample(double value);
 
   ChooserOptions options_;
   std::vector<CodecChoice> candidates_;
   std::vector<double> tcp_rates_;    // the window, oldest first
+  bool seeded_only_ = false;         // tcp_rates_ holds only the host's remembered rate
   std::vector<double> write_rates_;
   std::vector<double> slowdowns_;    // observe_compress(), oldest first
   std::optional<double> rtt_;

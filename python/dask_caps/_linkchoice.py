@@ -57,9 +57,12 @@ class Link:
     __slots__ = ("chooser", "peer", "peer_kind", "ratio", "stats", "comm_ref")
 
     def __init__(self, receiver_codecs, *, same_host: bool, pin, dask_release: str, peer: str,
-                 peer_kind: str, stats, comm=None):
+                 peer_kind: str, stats, comm=None, host: str = ""):
+        # host: the peer's IP, so that this connection starts from the rate
+        # another connection of this process to it measured (the core's
+        # memory of links), and leaves its own there
         self.chooser = LinkChooser(list(receiver_codecs), same_host=same_host, pin=pin,
-                                   dask_release=dask_release)
+                                   dask_release=dask_release, host=host)
         self.peer = peer  # already bounded and escaped by the caller
         self.peer_kind = peer_kind  # the peer's published role, or "plain"
         # Dask's rule: a compressed frame must be this much smaller than the

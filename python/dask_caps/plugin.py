@@ -208,6 +208,19 @@ def _preference_order(advertised) -> list[str]:
     return _dedupe(first + [c for c in order if isinstance(c, str)])
 
 
+def _host_of(address) -> str:
+    """The host (IP) of a Dask address, "" where there is none: the key of
+    the core's memory of links (a new connection to a host starts from the
+    rate another connection to it measured)."""
+    from distributed.comm.addressing import get_address_host, resolve_address
+
+    try:
+        host = get_address_host(resolve_address(address))
+    except Exception:  # noqa: BLE001 - no host: nothing remembered
+        return ""
+    return host if isinstance(host, str) else ""
+
+
 def _same_host(local: dict, remote: dict) -> bool:
     """Dask's Comm.same_host from the two addresses (only where Dask has the rule)."""
     if not _SAME_HOST_RULE:
@@ -451,7 +464,7 @@ def _make_link(local: dict, remote: dict, peer, comm=None):
                                 pin=pin if isinstance(pin, str) else None, dask_release=_DASK_RELEASE,
                                 peer=shown(remote.get("address"), 200),
                                 peer_kind=(peer.role or "unknown") if peer.published else "plain",
-                                stats=STATE.stats, comm=comm)
+                                stats=STATE.stats, comm=comm, host=_host_of(remote.get("address")))
     except Exception as e:  # noqa: BLE001 - today's choice stands
         logger.warning("dask-caps: %s: no codec per link (%s: %s)", shown(remote.get("address"), 200),
                        type(e).__name__, shown(str(e), 200))

@@ -1,5 +1,7 @@
 // LinkChooser(receiver_codecs, *, same_host=False, pin=None, zstd_levels=(1, 3),
-//             dask_release="newest", vote_bytes=1 MiB, margin=0.15, votes=3)
+//             dask_release="newest", vote_bytes=1 MiB, margin=0.15, votes=3,
+//             host="")  host: the peer's IP, for the process's memory of
+//                       links (a new connection starts from its rate)
 //   .observe_socket(fd) -> bool      TCP_INFO of the comm's socket
 //   .observe_write(nbytes, seconds)  how long a large write took
 //   .observe_compress(codec, nbytes, seconds, level=None)
@@ -42,7 +44,7 @@ class PyLinkChooser {
  public:
   PyLinkChooser(const py::iterable& receiver_codecs, bool same_host, const py::object& pin,
                 const std::vector<int>& zstd_levels, const std::string& dask_release, std::uint64_t vote_bytes,
-                double margin, std::uint32_t votes) {
+                double margin, std::uint32_t votes, const std::string& host) {
     link::ChooserOptions o;
     for (const py::handle c : receiver_codecs) {
       // A receiver may publish codecs this build does not have (and Dask
@@ -66,6 +68,7 @@ class PyLinkChooser {
     o.vote_bytes = vote_bytes;
     o.margin = margin;
     o.votes = votes;
+    o.host = host;
     auto made = link::LinkChooser::make(std::move(o));
     if (!made) raise(std::move(made).error());
     chooser_.emplace(std::move(*made));
@@ -158,10 +161,10 @@ void register_link_chooser(py::module_& m) {
                             "The codec for each frame on one connection: the one that delivers it soonest on "
                             "this link, among none and the codecs the receiver decodes (docs/link-choice.md).")
       .def(py::init<const py::iterable&, bool, const py::object&, const std::vector<int>&, const std::string&,
-                    std::uint64_t, double, std::uint32_t>(),
+                    std::uint64_t, double, std::uint32_t, const std::string&>(),
            arg("receiver_codecs"), py::kw_only(), arg("same_host") = false, arg("pin") = py::none(),
            arg("zstd_levels") = std::vector<int>{1, 3}, arg("dask_release") = "newest",
-           arg("vote_bytes") = std::uint64_t{1} << 20, arg("margin") = 0.15, arg("votes") = 3u)
+           arg("vote_bytes") = std::uint64_t{1} << 20, arg("margin") = 0.15, arg("votes") = 3u, arg("host") = "")
       .def("observe_socket", &PyLinkChooser::observe_socket, arg("fd"),
            "Reads TCP_INFO of the socket `fd`; False when it gives no link figures.")
       .def("observe_write", &PyLinkChooser::observe_write, arg("nbytes"), arg("seconds"),
@@ -180,7 +183,7 @@ void register_link_chooser(py::module_& m) {
                              "The last change as a dict (\"line\": one line for the log), or None.")
       .def_property_readonly("current", &PyLinkChooser::current, "The connection's choice (\"zstd-1\", ...), or None.")
       .def_property_readonly("rate", &PyLinkChooser::rate, "The link's rate in bytes per second, or None.")
-      .def_property_readonly("rate_source", &PyLinkChooser::rate_source, "\"tcp\", \"tcp floor\", \"writes\" or \"unknown\" (LinkChooser::rate_source).")
+      .def_property_readonly("rate_source", &PyLinkChooser::rate_source, "\"tcp\", \"tcp floor\", \"host\", \"writes\" or \"unknown\" (LinkChooser::rate_source).")
       .def_property_readonly("rtt", &PyLinkChooser::rtt, "The last RTT TCP_INFO gave, in seconds, or None.")
       .def_property_readonly("slowdown", &PyLinkChooser::slowdown,
                              "How much slower than calibrated this connection's compression ran (1: no "

@@ -3,7 +3,9 @@ namespace by one Dask's interpreter: a scheduler (127.0.0.2) and a worker
 (127.0.0.3), both with the plugin preloaded, and a client with it
 (distributed.client.preload in the environment). The client computes
 results on the worker and fetches each one: compressible floats, random
-bytes, compressible floats again; it prints one JSON line: per phase, whether every result
+bytes, compressible floats again; then, straight from the worker, four
+through one client and one through a new client from the same host. It
+prints one JSON line: per phase, whether every result
 arrived equal, and what the codec per link wrote in the worker and the
 scheduler by codec (dask_caps.plugin.link_written(), before and after).
 
@@ -59,6 +61,20 @@ def main() -> int:
                 for i in range(count):
                     got = client.submit(make, i, pure=False).result()
                     equal = equal and bool(np.array_equal(got, make(i)))
+                after = {"workers": client.run(written), "scheduler": client.run_on_scheduler(written)}
+                out[phase] = {"equal": equal, "before": before, "after": after}
+        # Results straight from the worker (direct_to_workers: the client
+        # above gets them through the scheduler), then one through a new
+        # client from the same host: the worker's new connection to it
+        # starts from the rate the first one measured (the core's memory of
+        # links), so that result is chosen by the link at once.
+        for phase, results in (("direct", 4), ("new-client", 1)):
+            with Client(sched.address, timeout=60, direct_to_workers=True) as client:
+                before = {"workers": client.run(written), "scheduler": client.run_on_scheduler(written)}
+                equal = True
+                for i in range(1000, 1000 + results):
+                    got = client.submit(floats, i, pure=False).result()
+                    equal = equal and bool(np.array_equal(got, floats(i)))
                 after = {"workers": client.run(written), "scheduler": client.run_on_scheduler(written)}
                 out[phase] = {"equal": equal, "before": before, "after": after}
         print(json.dumps(out))

@@ -10,12 +10,14 @@
   - compression timed by the caller slows every codec's speed (.slowdown);
   - observe_socket reads TCP_INFO of a TCP socket and gives False for
     another kind of socket;
-  - several threads may share one chooser (the GIL is let go while it works).
+  - several threads may share one chooser (the GIL is let go while it works);
+  - a new chooser for a host starts from the rate another one measured to it.
 The codec speeds are this machine's (measured once per process), so the
 links here are far from the break-even point either way.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -174,6 +176,45 @@ class Sockets(unittest.TestCase):
                     c = _core.LinkChooser(ALL)
                     self.assertTrue(c.observe_socket(cli.fileno()))
                     self.assertIsNotNone(c.rtt)
+
+    def test_a_new_connection_starts_from_its_hosts_rate(self):
+        # The core's memory of links: once one connection to a host has a
+        # rate of TCP_INFO, a new chooser for that host starts from it.
+        host = "test-link-chooser.a-new-connection"
+        self.assertIsNone(_core.LinkChooser(ALL, host=host).rate)
+        with socket.create_server(("127.0.0.1", 0)) as srv:
+            with socket.create_connection(srv.getsockname()) as cli:
+                peer, _ = srv.accept()
+                stop = threading.Event()
+
+                def read_slowly():
+                    # A slow reader keeps the sender busy: a span closes.
+                    with peer:
+                        while not stop.is_set() and peer.recv(65536):
+                            stop.wait(0.001)
+
+                reader = threading.Thread(target=read_slowly)
+                reader.start()
+                try:
+                    c = _core.LinkChooser(ALL, host=host)
+                    chunk = b"x" * (256 << 10)
+                    for _ in range(400):  # at most 100 MiB, a few seconds
+                        cli.sendall(chunk)
+                        c.observe_socket(cli.fileno())
+                        if c.rate_source == "tcp":
+                            break
+                    self.assertEqual(c.rate_source, "tcp")
+                finally:
+                    stop.set()
+                    with contextlib.suppress(OSError):  # the reader may have gone already
+                        cli.shutdown(socket.SHUT_RDWR)
+                    reader.join()
+        seeded = _core.LinkChooser(ALL, host=host)
+        self.assertEqual(seeded.rate_source, "host")
+        self.assertAlmostEqual(seeded.rate, c.rate, delta=c.rate * 1e-9)
+        self.assertIsNotNone(seeded.choose(DATA))
+        self.assertIsNone(_core.LinkChooser(ALL, host=host + ".other").rate)
+        self.assertIsNone(_core.LinkChooser(ALL).rate)
 
     def test_no_figures_from_another_socket(self):
         a, b = socket.socketpair()

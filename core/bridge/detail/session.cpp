@@ -499,7 +499,7 @@ void Session::open_link(Side& to, const Delivery& plan, TranscodeOptions& option
   const std::string peer_ip = to.conn ? to.conn->peer_ip() : std::string();
   const std::string local_ip = to.conn ? to.conn->local_ip() : std::string();
   const bool same_host = !peer_ip.empty() && peer_ip == local_ip;
-  auto policy = link::LinkPolicy::for_delivery(plan, same_host, bridge_.options_.pin_codec, options.rules);
+  auto policy = link::LinkPolicy::for_delivery(plan, same_host, bridge_.options_.pin_codec, options.rules, peer_ip);
   if (!policy) {
     log(std::string("warning: no codec per link to the ") + name(to) + ": " + policy.error().message());
     return;

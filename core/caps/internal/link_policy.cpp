@@ -6,7 +6,7 @@ namespace daskcaps::link {
 
 Result<std::shared_ptr<LinkPolicy>> LinkPolicy::for_delivery(const Delivery& delivery, bool same_host,
                                                              std::optional<CodecChoice> pin,
-                                                             const MaybeCompressRules& rules) {
+                                                             const MaybeCompressRules& rules, std::string host) {
   ChooserOptions o;
   for (Codec c : delivery.accept)
     if (c != Codec::none) o.receiver_codecs.push_back(c);
@@ -14,6 +14,7 @@ Result<std::shared_ptr<LinkPolicy>> LinkPolicy::for_delivery(const Delivery& del
   o.same_host = same_host;
   o.pin = pin;
   o.rules = rules;
+  o.host = std::move(host);
   auto chooser = LinkChooser::make(std::move(o));
   if (!chooser) return std::move(chooser).error();
   auto policy = std::make_shared<LinkPolicy>(std::move(*chooser));

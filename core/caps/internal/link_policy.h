@@ -47,12 +47,13 @@ class LinkPolicy final : public FrameCodecPolicy {
   /// A policy for a sender that writes `delivery`: receiver_codecs from
   /// its accept list, `same_host` (the peer has this host's IP: Dask's rule,
   /// none), `pin` (every frame Dask would compress), `rules` (the
-  /// maybe_compress rules the recode applies). Null when the receiver reads
-  /// no codec. Errors: LinkChooser::make's (Errc::usage: a pin the receiver
-  /// does not decode).
+  /// maybe_compress rules the recode applies), `host` (the peer's IP:
+  /// ChooserOptions::host, the process's memory of links). Null when the
+  /// receiver reads no codec. Errors: LinkChooser::make's (Errc::usage: a
+  /// pin the receiver does not decode).
   static Result<std::shared_ptr<LinkPolicy>> for_delivery(const Delivery& delivery, bool same_host,
                                                           std::optional<CodecChoice> pin,
-                                                          const MaybeCompressRules& rules);
+                                                          const MaybeCompressRules& rules, std::string host = {});
   explicit LinkPolicy(LinkChooser chooser) : chooser_(std::move(chooser)) {}
 
   std::optional<FrameCodec> choose(ByteSpan raw) override;

@@ -686,3 +686,54 @@ TEST_CASE("link choice: a first choice near break-even is none; a codec must win
   CHECK(near.choose(zeros)->codec == Codec::lz4);
   CHECK(near.changes() == 2);
 }
+
+TEST_CASE("link choice: a new connection starts from the rate another connection to its host measured") {
+  const Buffer data = measurements(2 * kMiB);
+  // Hosts of this test alone: the memory is the process's.
+  ChooserOptions o = options();
+  o.host = "link-choice-test.host-a";
+
+  // The first connection to the host knows nothing; its samples are kept.
+  auto first = chooser(o);
+  CHECK_FALSE(first.choose(data));
+  CHECK(std::string(first.rate_source()) == "unknown");
+  first.observe(Wire{}.carry(k100Mbit));
+  REQUIRE(first.rate());
+
+  // A second one to the same host chooses its first large frame by that
+  // rate, as the first does now.
+  auto second = chooser(o);
+  REQUIRE(second.rate());
+  CHECK(*second.rate() == doctest::Approx(*first.rate()));
+  CHECK(std::string(second.rate_source()) == "host");
+  const auto c = second.choose(data);
+  REQUIRE(c);
+  CHECK(c->codec != Codec::none);
+  CHECK(*c == *first.choose(data));
+
+  // Its own samples replace the remembered one as the window turns: a
+  // link that got fast is followed (rate_window samples of its own).
+  Wire w;
+  for (std::uint32_t i = 0; i < o.rate_window; ++i) second.observe(w.carry(k10Gbit));
+  CHECK(std::string(second.rate_source()) == "tcp");
+  CHECK(*second.rate() == doctest::Approx(k10Gbit).epsilon(0.05));
+  // ... and what it measured is what the next connection starts from.
+  auto third = chooser(o);
+  REQUIRE(third.rate());
+  CHECK(*third.rate() == doctest::Approx(k10Gbit).epsilon(0.05));
+
+  // Another host, no host, or a memory too old: nothing is taken.
+  ChooserOptions other = options();
+  other.host = "link-choice-test.host-b";
+  CHECK_FALSE(chooser(other).rate());
+  CHECK_FALSE(chooser(options()).rate());
+  ChooserOptions stale = o;
+  stale.remembered_seconds = 0.0;
+  CHECK_FALSE(chooser(stale).rate());
+  // A connection without a host gives nothing to the memory either.
+  auto anonymous = chooser(options());
+  anonymous.observe(Wire{}.carry(k100Mbit));
+  ChooserOptions empty = options();
+  empty.host = "";
+  CHECK_FALSE(chooser(empty).rate());
+}
