@@ -222,10 +222,16 @@ Result<LinkChooser> LinkChooser::make(ChooserOptions options) {
   if (o.pin && o.pin->codec == Codec::zstd && o.pin->level != 0 && (o.pin->level < 1 || o.pin->level > 22))
     return make_error(Errc::usage, "link choice: zstd level " + std::to_string(o.pin->level) +
                                        ": zstd levels are 1 to 22");
-  if (auto remembered = host_rates().get(o.host, o.remembered_seconds)) {
-    chooser.seeded_only_ = chooser.add_sample(chooser.tcp_rates_, *remembered);
-  }
+  chooser.take_host_rate();
   return chooser;
+}
+
+bool LinkChooser::take_host_rate() {
+  if (!tcp_rates_.empty()) return false;
+  const auto remembered = host_rates().get(options_.host, options_.remembered_seconds);
+  if (!remembered) return false;
+  seeded_only_ = add_sample(tcp_rates_, *remembered);
+  return seeded_only_;
 }
 
 bool LinkChooser::add_sample(std::vector<double>& window, double value) {

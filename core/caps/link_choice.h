@@ -99,8 +99,9 @@
 // best rate in a memory of this process, per host; a chooser made for that
 // host within remembered_seconds starts with that rate as its one sample
 // (rate_source() "host" until it takes its own), and its own samples
-// replace it as the window turns, as any sample's. The memory holds at
-// most 4096 hosts (the oldest goes); one mutex guards it.
+// replace it as the window turns, as any sample's. take_host_rate() takes
+// it later, for a chooser that had none when it was made. The memory holds
+// at most 4096 hosts (the oldest goes); one mutex guards it.
 // Only where the socket gives no TCP_INFO at all (observe_socket() never
 // succeeded), the best of the last `rate_window` large writes (bytes over
 // the seconds the write took) stands in: a write's time includes the
@@ -253,6 +254,12 @@ class LinkChooser {
   /// for every frame, or for the one the last choose() was given; "host":
   /// only the rate another connection to the host left, see above).
   const char* rate_source() const;
+
+  /// A chooser without a TCP sample yet takes the rate its host's memory
+  /// holds now, as make() does ("New connections" above): for a caller
+  /// that has just read the host's other connections. True when it took
+  /// one.
+  bool take_host_rate();
 
   /// The codec for this frame (see the rules above).
   std::optional<CodecChoice> choose(ByteSpan frame);

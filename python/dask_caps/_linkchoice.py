@@ -54,15 +54,18 @@ _current = threading.local()
 class Link:
     """The codec choice of one connection, in the direction this process writes."""
 
-    __slots__ = ("chooser", "peer", "peer_kind", "ratio", "stats", "comm_ref")
+    __slots__ = ("chooser", "peer", "peer_kind", "ratio", "stats", "comm_ref", "host", "siblings")
 
     def __init__(self, receiver_codecs, *, same_host: bool, pin, dask_release: str, peer: str,
-                 peer_kind: str, stats, comm=None, host: str = ""):
+                 peer_kind: str, stats, comm=None, host: str = "", siblings=None):
         # host: the peer's IP, so that this connection starts from the rate
         # another connection of this process to it measured (the core's
-        # memory of links), and leaves its own there
+        # memory of links), and leaves its own there; siblings(): every
+        # Link of this process, read for that while this one knows nothing
         self.chooser = LinkChooser(list(receiver_codecs), same_host=same_host, pin=pin,
                                    dask_release=dask_release, host=host)
+        self.host = host
+        self.siblings = siblings
         self.peer = peer  # already bounded and escaped by the caller
         self.peer_kind = peer_kind  # the peer's published role, or "plain"
         # Dask's rule: a compressed frame must be this much smaller than the
@@ -81,10 +84,8 @@ class Link:
     def compress(self, original, payload, args, kwargs):
         """maybe_compress for one frame written on this connection."""
         try:
-            if self.comm_ref is not None and memoryview(payload).nbytes >= OBSERVE_BYTES:
-                fd = _fd_of(self.comm_ref())
-                if fd >= 0:
-                    self.chooser.observe_socket(fd)
+            if memoryview(payload).nbytes >= OBSERVE_BYTES:
+                self.look()
             choice = self.chooser.choose(payload)
         except Exception:  # noqa: BLE001 - a frame the chooser cannot read: Dask decides
             choice = None
@@ -113,6 +114,35 @@ class Link:
             return None, payload
         self.stats.count_written(choice, len(data))
         return choice, data
+
+    def look(self) -> None:
+        """Before a large frame is chosen: the connection's TCP_INFO, and
+        while that gives no rate, the other connections to the same host
+        (their spans close on what they carried since their last reading,
+        which leaves their rate in the core's memory), then the rate the
+        memory holds. A connection opened while another to the host was
+        busy so starts from what that one carried."""
+        comm = self.comm_ref() if self.comm_ref is not None else None
+        fd = _fd_of(comm)
+        if fd >= 0:
+            self.chooser.observe_socket(fd)
+        if self.chooser.rate is not None or not self.host or self.siblings is None:
+            return
+        for other in self.siblings():
+            if other is self or other.host != self.host or other.comm_ref is None:
+                continue
+            other_fd = _fd_of(other.comm_ref())
+            if other_fd >= 0:
+                other.chooser.observe_socket(other_fd)
+        self.chooser.take_host_rate()
+
+    def may_code(self) -> bool:
+        """Whether a frame could go in a codec now (a pin, or a link slow
+        enough); False where that cannot be told."""
+        try:
+            return bool(self.chooser.may_code)
+        except Exception:  # noqa: BLE001 - never out of Dask's comm code
+            return False
 
     def _timed(self, original, payload, args, kwargs):
         """Dask's own maybe_compress, timed: what a frame it coded took here
@@ -144,6 +174,146 @@ def _fd_of(comm) -> int:
         return sock.fileno() if sock is not None else -1
     except Exception:  # noqa: BLE001 - a closed socket has no figures
         return -1
+
+
+#: Dask's maybe_compress min_size (every release): a smaller relayed frame
+#: stays raw without asking the chooser.
+RELAY_MIN_BYTES = 10_000
+#: How deep code_relayed looks into a message: Dask's nest a few levels
+#: ({"status": "OK", "data": {key: Serialized}}, batched lists of those).
+RELAY_DEPTH = 8
+
+
+def _keep_raw(payload, *args, **kwargs):
+    """maybe_compress for a relayed frame while the link is unknown: as
+    Dask's dumps, which never compresses a frame it relays, raw."""
+    return None, payload
+
+
+def code_relayed(link, msg):
+    """`msg` with the raw frames of the Serialized objects under its "data"
+    key (data this process relays as it came: the scheduler's gather
+    replies, scatter's update_data) coded as the link calls for, each frame
+    through Link.compress as dumps' own frames go (one choice, one vote and
+    one count per frame). Dask's dumps writes a Serialized's frames as they
+    are, so without this a client behind a slow link got raw whatever the
+    worker chose for its fast link to the scheduler (docs/link-choice.md,
+    "Relayed data"). Only "data" is looked at, so that no other message
+    costs a walk. Containers are copied only where something changed; the
+    objects in `msg` are never changed."""
+    if type(msg) is not dict:
+        return msg
+    data = msg.get("data")
+    if data is None:
+        return msg
+    serialized_type = _serialized_type()
+    if serialized_type is None:
+        return msg
+    raw = _raw_bytes(data, serialized_type, 0)
+    if raw < RELAY_MIN_BYTES:
+        return msg
+    if raw >= OBSERVE_BYTES:
+        link.look()  # what the last messages carried counts before this one is coded
+    if not link.may_code():
+        return msg  # unknown, or a link where none wins for any data: as it came
+    coded = _code_in(link, data, serialized_type, 0)
+    if coded is data:
+        return msg
+    out = dict(msg)
+    out["data"] = coded
+    return out
+
+
+def _serialized_type():
+    """Dask's Serialized (by name, in every release), or None."""
+    try:
+        from distributed.protocol.serialize import Serialized
+    except ImportError:
+        return None
+    return Serialized
+
+
+def _raw_bytes(value, serialized_type, depth):
+    """The bytes of the raw frames of the Serialized objects in `value`."""
+    if isinstance(value, serialized_type):
+        header, frames = value.header, value.frames
+        if not isinstance(header, dict) or not isinstance(frames, (list, tuple)):
+            return 0
+        compression = header.get("compression") or (None,) * len(frames)
+        total = 0
+        for codec, frame in zip(compression, frames):
+            if codec is None:
+                try:
+                    total += memoryview(frame).nbytes
+                except TypeError:
+                    pass
+        return total
+    if depth >= RELAY_DEPTH:
+        return 0
+    kind = type(value)
+    if kind is dict:
+        return sum(_raw_bytes(v, serialized_type, depth + 1) for v in value.values())
+    if kind is list or kind is tuple:
+        return sum(_raw_bytes(v, serialized_type, depth + 1) for v in value)
+    return 0
+
+
+def _code_in(link, value, serialized_type, depth):
+    if isinstance(value, serialized_type):
+        return _code_serialized(link, value, serialized_type)
+    if depth >= RELAY_DEPTH:
+        return value
+    kind = type(value)
+    if kind is dict:
+        out = None
+        for key, item in value.items():
+            new = _code_in(link, item, serialized_type, depth + 1)
+            if new is not item:
+                if out is None:
+                    out = dict(value)
+                out[key] = new
+        return value if out is None else out
+    if kind is list or kind is tuple:
+        items = None
+        for i, item in enumerate(value):
+            new = _code_in(link, item, serialized_type, depth + 1)
+            if new is not item:
+                if items is None:
+                    items = list(value)
+                items[i] = new
+        return value if items is None else kind(items)
+    return value
+
+
+def _code_serialized(link, obj, serialized_type):
+    header, frames = obj.header, obj.frames
+    if not isinstance(header, dict) or not isinstance(frames, (list, tuple)):
+        return obj
+    compression = header.get("compression")
+    compression = [None] * len(frames) if compression is None else list(compression)
+    if len(compression) != len(frames):
+        return obj  # not a header Dask would read: left to Dask
+    new_frames = None
+    for i, frame in enumerate(frames):
+        if compression[i] is not None:
+            continue
+        try:
+            if memoryview(frame).nbytes < RELAY_MIN_BYTES:
+                continue
+        except TypeError:
+            continue
+        codec, data = link.compress(_keep_raw, frame, (), {})
+        if codec is None:
+            continue
+        if new_frames is None:
+            new_frames = list(frames)
+        compression[i] = codec
+        new_frames[i] = data
+    if new_frames is None:
+        return obj
+    new_header = dict(header)
+    new_header["compression"] = tuple(compression)
+    return serialized_type(new_header, new_frames)
 
 
 def current():

@@ -464,7 +464,8 @@ def _make_link(local: dict, remote: dict, peer, comm=None):
                                 pin=pin if isinstance(pin, str) else None, dask_release=_DASK_RELEASE,
                                 peer=shown(remote.get("address"), 200),
                                 peer_kind=(peer.role or "unknown") if peer.published else "plain",
-                                stats=STATE.stats, comm=comm, host=_host_of(remote.get("address")))
+                                stats=STATE.stats, comm=comm, host=_host_of(remote.get("address")),
+                                siblings=STATE.links)
     except Exception as e:  # noqa: BLE001 - today's choice stands
         logger.warning("dask-caps: %s: no codec per link (%s: %s)", shown(remote.get("address"), 200),
                        type(e).__name__, shown(str(e), 200))
@@ -509,6 +510,16 @@ class ArgReader:
         if position is not None and position < len(args):
             return args[position]
         return default
+
+    def replace(self, name: str, args: tuple, kwargs: dict, value):
+        """(args, kwargs) with `value` where the call gave `name`; unchanged
+        where it did not give it."""
+        position, keyword, _ = self.where[name]
+        if keyword and name in kwargs:
+            return args, {**kwargs, name: value}
+        if position is not None and position < len(args):
+            return args[:position] + (value,) + args[position + 1:], kwargs
+        return args, kwargs
 
 
 class _CommOrClass:
@@ -744,7 +755,7 @@ class PluginState:
         raw_conf = Comm.__dict__["handshake_configuration"]
         original_dumps = _protocol.dumps
         conf = raw_conf.__func__ if isinstance(raw_conf, staticmethod) else raw_conf
-        self.args = ArgReader(original_dumps, ("context", "frame_split_size"))
+        self.args = ArgReader(original_dumps, ("msg", "context", "frame_split_size"))
         self.originals = {"handshake_info": raw_info, "handshake_configuration": raw_conf,
                           "dumps": original_dumps}
         self._install_link_hooks()
@@ -933,6 +944,17 @@ def _wrap_dumps(original, reader):
             return original(*args, **kwargs)
         link = STATE.link_for(recipient)
         if link is not None:
+            # Data relayed as it came (Serialized) never reaches Dask's
+            # maybe_compress: coded here, by the same choice.
+            msg = reader.get("msg", args, kwargs)
+            try:
+                coded = _linkchoice.code_relayed(link, msg)
+            except Exception as e:  # noqa: BLE001 - never out of Dask's comm code: as it came
+                logger.debug("dask-caps: relayed data to %s goes as it came: %s: %s", link.peer,
+                             type(e).__name__, shown(str(e), 200))
+                coded = msg
+            if coded is not msg:
+                args, kwargs = reader.replace("msg", args, kwargs, coded)
             frames = _linkchoice.call_with(link, original, args, kwargs)
         else:
             frames = original(*args, **kwargs)

@@ -4,13 +4,14 @@
 //                       links (a new connection starts from its rate)
 //   .observe_socket(fd) -> bool      TCP_INFO of the comm's socket
 //   .observe_write(nbytes, seconds)  how long a large write took
+//   .take_host_rate() -> bool        the host's remembered rate, now
 //   .observe_compress(codec, nbytes, seconds, level=None)
 //                                    how long compressing a frame took here
 //   .choose(frame) -> str | None     the codec for this frame ("none" for
 //                                    raw); None: the link is unknown, keep
 //                                    today's choice. .level: its zstd level.
 //   .changed, .last_change (dict with "line", the log line), .current,
-//   .changes, .rate, .rate_source, .rtt, .candidates
+//   .changes, .rate, .rate_source, .rtt, .candidates, .may_code
 // One object per connection. The core object sits behind a mutex, so that
 // choose() works without the GIL (it compresses a sample) and two threads
 // never use it at once; every method lets go of the GIL before it waits
@@ -80,6 +81,12 @@ class PyLinkChooser {
     return chooser_->observe_socket(fd);
   }
 
+  bool take_host_rate() {
+    py::gil_scoped_release nogil;
+    std::lock_guard lock(mutex_);
+    return chooser_->take_host_rate();
+  }
+
   void observe_write(std::uint64_t bytes, double seconds) {
     py::gil_scoped_release nogil;
     std::lock_guard lock(mutex_);
@@ -122,6 +129,7 @@ class PyLinkChooser {
   std::optional<double> rate() { return read([](const link::LinkChooser& c) { return c.rate(); }); }
   std::optional<double> rtt() { return read([](const link::LinkChooser& c) { return c.rtt(); }); }
   double slowdown() { return read([](const link::LinkChooser& c) { return c.slowdown(); }); }
+  bool may_code() { return read([](const link::LinkChooser& c) { return c.may_code(); }); }
   std::string rate_source() {
     return read([](const link::LinkChooser& c) { return std::string(c.rate_source()); });
   }
@@ -167,6 +175,9 @@ void register_link_chooser(py::module_& m) {
            arg("vote_bytes") = std::uint64_t{1} << 20, arg("margin") = 0.15, arg("votes") = 3u, arg("host") = "")
       .def("observe_socket", &PyLinkChooser::observe_socket, arg("fd"),
            "Reads TCP_INFO of the socket `fd`; False when it gives no link figures.")
+      .def("take_host_rate", &PyLinkChooser::take_host_rate,
+           "Without a TCP sample yet, takes the rate the process's memory holds for `host` now (after "
+           "reading the host's other connections); True when it took one.")
       .def("observe_write", &PyLinkChooser::observe_write, arg("nbytes"), arg("seconds"),
            "A write of nbytes took this many seconds (ignored below 1 MiB).")
       .def("observe_compress", &PyLinkChooser::observe_compress, arg("codec"), arg("nbytes"), arg("seconds"),
@@ -188,6 +199,9 @@ void register_link_chooser(py::module_& m) {
       .def_property_readonly("slowdown", &PyLinkChooser::slowdown,
                              "How much slower than calibrated this connection's compression ran (1: no "
                              "observation yet).")
+      .def_property_readonly("may_code", &PyLinkChooser::may_code,
+                             "Whether choose() could name a codec other than none now, without a frame: a pin, "
+                             "or a known rate at which some codec beats none (LinkChooser::may_code).")
       .def_property_readonly("candidates", &PyLinkChooser::candidates)
       .def_property_readonly("ratio", &PyLinkChooser::ratio,
                              "Dask's maybe_compress ratio of its dask_release: a coded frame is kept only when "

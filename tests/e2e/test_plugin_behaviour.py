@@ -276,6 +276,33 @@ class PluginRules:
         self.assertTrue(all(got["kept_same"]), got["kept_same"])
         self.assertEqual(got["small"], 1)
 
+    def test_relayed_raw_frames_take_the_codec_the_link_chooses(self):
+        # Dask's dumps writes a relayed (Serialized) frame as it came; the
+        # codec per link codes it as it codes the process's own frames. A
+        # pin stands for a slow link (the choice itself: test_link_choice).
+        got = run(self.dask, """
+            msg = relayed(None)   # a worker wrote it raw (its link to the scheduler is fast)
+            header_before = dict(msg["data"]["k"].header)
+            caps = {"codecs": ["zstd", "lz4"], "max-pickle-protocol": 5, "gpu": False}
+            def write(pin):
+                peer = remote("lz4", capabilities=caps)
+                with dask.config.set({"dask-caps.pin-codec": pin}):
+                    o = Comm.handshake_configuration(local("lz4"), peer)
+                return protocol.dumps(msg, context={"sender": local("lz4"), "recipient": peer, **o})
+            pinned = write("zstd")
+            unknown = write(None)   # a link not measured yet: as it came, as Dask writes it
+            value = loads(pinned)["data"]["k"]
+            report(pinned=codecs_of(pinned), unknown=codecs_of(unknown),
+                   equal=bool((value == np.arange(300_000) * 1.5).all()),
+                   untouched=msg["data"]["k"].header == header_before,
+                   written=plugin.link_written())
+        """)
+        self.assertEqual(got["pinned"], ["zstd"])
+        self.assertEqual(got["unknown"], [None])
+        self.assertTrue(got["equal"])
+        self.assertTrue(got["untouched"])
+        self.assertGreater(got["written"]["zstd"]["frames"], 0, got)
+
     def test_pickles_and_gpu_layouts_are_recoded_for_the_peer_that_needs_it(self):
         got = run(self.dask, """
             import cupy   # tests/e2e/fakecupy

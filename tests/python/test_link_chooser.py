@@ -181,7 +181,9 @@ class Sockets(unittest.TestCase):
         # The core's memory of links: once one connection to a host has a
         # rate of TCP_INFO, a new chooser for that host starts from it.
         host = "test-link-chooser.a-new-connection"
-        self.assertIsNone(_core.LinkChooser(ALL, host=host).rate)
+        early = _core.LinkChooser(ALL, host=host)
+        self.assertIsNone(early.rate)
+        self.assertFalse(early.take_host_rate())
         with socket.create_server(("127.0.0.1", 0)) as srv:
             with socket.create_connection(srv.getsockname()) as cli:
                 peer, _ = srv.accept()
@@ -213,6 +215,11 @@ class Sockets(unittest.TestCase):
         self.assertEqual(seeded.rate_source, "host")
         self.assertAlmostEqual(seeded.rate, c.rate, delta=c.rate * 1e-9)
         self.assertIsNotNone(seeded.choose(DATA))
+        # One made before takes it when asked (the plugin asks after reading
+        # the host's other connections).
+        self.assertTrue(early.take_host_rate())
+        self.assertEqual(early.rate_source, "host")
+        self.assertFalse(early.take_host_rate())
         self.assertIsNone(_core.LinkChooser(ALL, host=host + ".other").rate)
         self.assertIsNone(_core.LinkChooser(ALL).rate)
 

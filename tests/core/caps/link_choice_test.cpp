@@ -722,6 +722,21 @@ TEST_CASE("link choice: a new connection starts from the rate another connection
   REQUIRE(third.rate());
   CHECK(*third.rate() == doctest::Approx(k10Gbit).epsilon(0.05));
 
+  // A chooser made before the host was known takes the rate later, once
+  // (a caller that read the host's other connections); one with samples
+  // of its own keeps them.
+  ChooserOptions d = o;
+  d.host = "link-choice-test.host-d";
+  auto early = chooser(d);
+  CHECK_FALSE(early.take_host_rate());
+  auto measured = chooser(d);
+  measured.observe(Wire{}.carry(k100Mbit));
+  CHECK(early.take_host_rate());
+  CHECK(std::string(early.rate_source()) == "host");
+  CHECK(*early.rate() == doctest::Approx(*measured.rate()));
+  CHECK_FALSE(early.take_host_rate());
+  CHECK_FALSE(measured.take_host_rate());
+
   // Another host, no host, or a memory too old: nothing is taken.
   ChooserOptions other = options();
   other.host = "link-choice-test.host-b";
