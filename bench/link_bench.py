@@ -19,7 +19,9 @@ this kernel, so a link has a rate but no added delay. Addresses are
 192.0.2.0/24 (TEST-NET-1), which exist only inside these namespaces:
 nothing reaches or leaves the machine.
 
-Links:       unshaped (veth at full speed), 1gbit, 100mbit (--links).
+Links:       unshaped (veth at full speed), 1gbit, 100mbit (--links);
+             100mbit-client: the client's link alone at 100 Mbit/s, the
+             cluster's unshaped (a laptop on a VPN; not in the default list).
 Workloads:   gather-float  the client gathers N MiB of float64 measurements
                            with a few significant digits (compressible)
              gather-frame  the client gathers N MiB of pandas frames with
@@ -28,6 +30,11 @@ Workloads:   gather-float  the client gathers N MiB of float64 measurements
              rechunk       a dask.array of measurements, row chunks on two
                            workers, rechunked to column chunks (data moves
                            between workers)
+             gather-new-client
+                           as gather-float, but each repeat is a new Client
+                           (new connections to the workers from the same
+                           host, as scripts that each make a Client); not in
+                           the default list
 Settings:    default       Dask's own (2022.12.1: lz4 where both have it;
                            2026.7.1: none)
              none, lz4, zstd
@@ -70,7 +77,10 @@ NEWEST = os.path.normpath(os.path.join(SOURCE, "..", "shared", "dask-2026.7.1", 
 SUBNET = "192.0.2"
 HOSTS = {"client": 10, "sched": 2, "w1": 3, "w2": 4}
 RATES = {"unshaped": None, "1gbit": "1gbit", "100mbit": "100mbit"}
+# Links of the client alone (the cluster's own unshaped): not in the default list.
+EXTRA_RATES = {"100mbit-client": "100mbit@client"}
 WORKLOADS = ("gather-float", "gather-frame", "random", "rechunk")
+EXTRA_WORKLOADS = ("gather-new-client",)
 SETTINGS = ("default", "none", "lz4", "zstd", "plugin")
 START_TIMEOUT = 60.0
 
@@ -125,11 +135,15 @@ class Network:
         self.made.clear()
 
     def shape(self, rate: str | None):
-        """Every host's link at `rate` in both directions (None: unshaped)."""
+        """Every host's link at `rate` in both directions (None: unshaped);
+        "RATE@HOST": that host's link alone."""
+        only = None
+        if rate and "@" in rate:
+            rate, only = rate.split("@", 1)
         for host in HOSTS:
             for ns, dev in ((self.ns(host), "eth0"), (self.ns("sw"), "p-" + host)):
                 run("tc", "-n", ns, "qdisc", "del", "dev", dev, "root", check=False)
-                if rate:
+                if rate and only in (None, host):
                     # A bucket of a few large (GSO) packets; tbf splits bigger ones.
                     run("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate,
                         "burst", "256kb", "latency", "100ms")
@@ -271,38 +285,49 @@ def drive(args) -> int:
     def randbytes(seed, n):
         return np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8)
 
-    makers = {"gather-float": floats, "gather-frame": frame, "random": randbytes}
-    with Client(args.scheduler, timeout=60) as client:
+    makers = {"gather-float": floats, "gather-frame": frame, "random": randbytes, "gather-new-client": floats}
+
+    def clients():
+        """The Client of each repeat: one for all, or a new one each."""
+        if args.workload != "gather-new-client":
+            with Client(args.scheduler, timeout=60) as client:
+                for _ in range(args.repeat):
+                    yield client
+            return
+        for _ in range(args.repeat):
+            with Client(args.scheduler, timeout=60) as client:
+                yield client
+
+    for rep, client in enumerate(clients()):
         client.wait_for_workers(2, timeout=60)
         workers = sorted(client.scheduler_info()["workers"])
-        for rep in range(args.repeat):
-            if args.workload == "rechunk":
-                import dask.array as da
-                side = int((nbytes // 8) ** 0.5)
-                x = da.random.RandomState(rep).normal(20.0, 0.8, size=(side, side), chunks=(side // 8, side))
-                x = da.round(x, 1).persist()
-                wait(x)
-                moved = nbytes
-                t_cluster, t_client, t0 = cpu_of(cluster_pids), self_cpu(), time.perf_counter()
-                y = x.rechunk((side, side // 8)).persist()
-                wait(y)
-                elapsed = time.perf_counter() - t0
-                del x, y
-            else:
-                make = makers[args.workload]
-                futures = [client.submit(make, rep * chunks + i, per, pure=False, workers=[workers[i % 2]])
-                           for i in range(chunks)]
-                wait(futures)
-                moved = nbytes
-                t_cluster, t_client, t0 = cpu_of(cluster_pids), self_cpu(), time.perf_counter()
-                results = client.gather(futures)
-                elapsed = time.perf_counter() - t0
-                del results, futures
-            cpu_cluster = cpu_of(cluster_pids) - t_cluster
-            cpu_client = self_cpu() - t_client
-            gb = moved / 1e9
-            print(json.dumps({"seconds": elapsed, "client-cpu-s-per-gb": cpu_client / gb,
-                              "cluster-cpu-s-per-gb": cpu_cluster / gb}), flush=True)
+        if args.workload == "rechunk":
+            import dask.array as da
+            side = int((nbytes // 8) ** 0.5)
+            x = da.random.RandomState(rep).normal(20.0, 0.8, size=(side, side), chunks=(side // 8, side))
+            x = da.round(x, 1).persist()
+            wait(x)
+            moved = nbytes
+            t_cluster, t_client, t0 = cpu_of(cluster_pids), self_cpu(), time.perf_counter()
+            y = x.rechunk((side, side // 8)).persist()
+            wait(y)
+            elapsed = time.perf_counter() - t0
+            del x, y
+        else:
+            make = makers[args.workload]
+            futures = [client.submit(make, rep * chunks + i, per, pure=False, workers=[workers[i % 2]])
+                       for i in range(chunks)]
+            wait(futures)
+            moved = nbytes
+            t_cluster, t_client, t0 = cpu_of(cluster_pids), self_cpu(), time.perf_counter()
+            results = client.gather(futures)
+            elapsed = time.perf_counter() - t0
+            del results, futures
+        cpu_cluster = cpu_of(cluster_pids) - t_cluster
+        cpu_client = self_cpu() - t_client
+        gb = moved / 1e9
+        print(json.dumps({"seconds": elapsed, "client-cpu-s-per-gb": cpu_client / gb,
+                          "cluster-cpu-s-per-gb": cpu_cluster / gb}), flush=True)
     return 0
 
 
@@ -345,7 +370,8 @@ def main() -> int:
     links = args.links.split(",")
     workloads = args.workloads.split(",")
     settings = args.settings.split(",")
-    for value, known, what in ((links, RATES, "--links"), (workloads, WORKLOADS, "--workloads"),
+    for value, known, what in ((links, {**RATES, **EXTRA_RATES}, "--links"),
+                               (workloads, WORKLOADS + EXTRA_WORKLOADS, "--workloads"),
                                (settings, SETTINGS, "--settings")):
         bad = [v for v in value if v not in known]
         if bad:
@@ -364,7 +390,7 @@ def main() -> int:
                     # under it, and the plugin's choice per connection would
                     # carry what it learned on one link into the next (a link
                     # that slows down mid-run is tests/core/caps/link_choice_test.cpp's).
-                    net.shape(RATES[link])
+                    net.shape({**RATES, **EXTRA_RATES}[link])
                     cluster = Cluster(net, python, env, preload, tmp)
                     try:
                         for workload in workloads:

@@ -29,6 +29,15 @@ carried while busy between readings, and from the kernel's sample of the
 last ACK near that (docs/link-choice.md), so any moment will do and an
 extra reading costs one getsockopt.
 
+Before a large frame is chosen on a connection that knows no rate yet,
+the host's other connections are read too (look()), and the chooser takes
+the rate the core's memory of links holds for the host.
+
+Data this process relays as it came (Serialized objects under a message's
+"data" key: the scheduler's gather replies) never reaches maybe_compress;
+the plugin's dumps wrapper hands its raw frames to the same Link.compress
+(code_relayed()).
+
 A frame is only ever compressed with a codec the receiver decodes: the
 chooser is made with the receiver's codecs alone. Nothing here raises into
 Dask: a failure of the choice falls back to Dask's own maybe_compress.
