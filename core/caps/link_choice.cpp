@@ -63,8 +63,12 @@ class HostRates {
   static constexpr std::size_t kMaxHostBytes = 255;
   using Clock = std::chrono::steady_clock;
 
-  void put(const std::string& host, double rate) {
+  // The best of the rates put within max_age_s (as a chooser keeps the
+  // best of its window): a connection whose span understated the link (a
+  // peer slow to read) does not replace what another measured.
+  void put(const std::string& host, double rate, double max_age_s) {
     if (host.empty() || host.size() > kMaxHostBytes) return;
+    const auto now = Clock::now();
     std::lock_guard lock(mutex_);
     auto it = rates_.find(host);
     if (it == rates_.end()) {
@@ -72,9 +76,11 @@ class HostRates {
         rates_.erase(std::min_element(rates_.begin(), rates_.end(),
                                       [](const auto& a, const auto& b) { return a.second.when < b.second.when; }));
       }
-      it = rates_.emplace(host, Entry{}).first;
+      it = rates_.emplace(host, Entry{rate, now}).first;
+      return;
     }
-    it->second = Entry{rate, Clock::now()};
+    const bool fresh = std::chrono::duration<double>(now - it->second.when).count() <= max_age_s;
+    if (!fresh || rate >= it->second.rate) it->second = Entry{rate, now};
   }
 
   std::optional<double> get(const std::string& host, double max_age_s) const {
@@ -196,6 +202,8 @@ Result<LinkChooser> LinkChooser::make(ChooserOptions options) {
     return make_error(Errc::usage, "link choice: span_seconds must not be negative");
   if (!(options.peak_factor >= 1.0)) return make_error(Errc::usage, "link choice: peak_factor must be at least 1");
   if (!(options.busy_tick_s > 0.0)) return make_error(Errc::usage, "link choice: busy_tick_s must be positive");
+  if (!(options.borrowed_margin >= 0.0))
+    return make_error(Errc::usage, "link choice: borrowed_margin must not be negative");
   for (int level : options.zstd_levels) {
     if (level < 1 || level > 22)
       return make_error(Errc::usage, "link choice: zstd level " + std::to_string(level) + ": zstd levels are 1 to 22");
@@ -241,10 +249,10 @@ bool LinkChooser::add_sample(std::vector<double>& window, double value) {
   return true;
 }
 
-void LinkChooser::add_tcp_sample(double value) {
+void LinkChooser::add_tcp_sample(double value, bool remember) {
   if (!add_sample(tcp_rates_, value)) return;
   seeded_only_ = false;
-  host_rates().put(options_.host, *std::max_element(tcp_rates_.begin(), tcp_rates_.end()));
+  if (remember) host_rates().put(options_.host, value, options_.remembered_seconds);
 }
 
 void LinkChooser::observe(const net::LinkFigures& figures) {
@@ -268,7 +276,10 @@ void LinkChooser::observe(const net::LinkFigures& figures) {
   const std::uint64_t carried = figures.delivered_bytes - span_bytes_;
   if (busy >= options_.span_seconds && busy >= 10.0 * figures.min_rtt_s && busy > 0.0) {
     span_rate_ = static_cast<double>(carried) / busy;
-    add_tcp_sample(*span_rate_);
+    // Only a span that carried a large frame's worth is the host's link: a
+    // connection of small messages (Dask's batched stream) can be busy for
+    // 0.1 s on a few KB when its peer is slow to read.
+    add_tcp_sample(*span_rate_, carried >= options_.vote_bytes);
     restart_span();
   } else if (figures.idle && carried < options_.vote_bytes) {
     restart_span();  // small messages only: their busy time is round trips
@@ -276,7 +287,7 @@ void LinkChooser::observe(const net::LinkFigures& figures) {
     floor_ = static_cast<double>(carried) / (busy + options_.busy_tick_s);
   }
   if (fresh && !figures.app_limited && span_rate_ && figures.delivery_rate <= options_.peak_factor * *span_rate_)
-    add_tcp_sample(figures.delivery_rate);
+    add_tcp_sample(figures.delivery_rate, false);
 }
 
 bool LinkChooser::observe_socket(int fd) {
@@ -425,7 +436,11 @@ std::optional<CodecChoice> LinkChooser::choose(ByteSpan frame) {
   chose_at_floor_ = false;
   if (!r) return std::nullopt;
   const Verdict v = judge(frame, *r);
-  const bool proves = !at_floor || v.best.codec == Codec::none;
+  // A rate borrowed from the host's memory decides none, or a codec that
+  // wins by borrowed_margin; a closer call waits for this connection's own
+  // span ("New connections").
+  const bool proves = v.best.codec == Codec::none ||
+                      (!at_floor && (!seeded_only_ || v.none_seconds > (1.0 + options_.borrowed_margin) * v.best_seconds));
   if (!proves && !current_) return std::nullopt;
   chose_at_floor_ = at_floor && proves;
 

@@ -95,11 +95,15 @@
 // New connections. A connection learns its link only once a span closes,
 // so a new one would send its first large messages as today (Dask's
 // setting), however well this process knows the host. With
-// ChooserOptions::host, every TCP sample a connection takes also leaves its
-// best rate in a memory of this process, per host; a chooser made for that
+// ChooserOptions::host, every span sample of a connection that carried at
+// least vote_bytes also goes to a memory of this process, per host, which
+// keeps the best put within remembered_seconds; a chooser made for that
 // host within remembered_seconds starts with that rate as its one sample
 // (rate_source() "host" until it takes its own), and its own samples
-// replace it as the window turns, as any sample's. take_host_rate() takes
+// replace it as the window turns, as any sample's. Such a borrowed rate
+// decides as the floor does: none where none is best, a codec only where it
+// wins by borrowed_margin (a slow link), else today's choice stays and the
+// frame does not vote. take_host_rate() takes
 // it later, for a chooser that had none when it was made. The memory holds
 // at most 4096 hosts (the oldest goes); one mutex guards it.
 // Only where the socket gives no TCP_INFO at all (observe_socket() never
@@ -197,6 +201,12 @@ struct ChooserOptions {
   std::string host;
   /// A rate remembered longer than this is not taken.
   double remembered_seconds = 300.0;
+  /// While the only rate is the host's (rate_source() "host"), a codec is
+  /// chosen only where it beats none by this much (T(none) > (1 +
+  /// borrowed_margin) T(codec)); a closer call keeps today's choice until
+  /// the connection's own span closes. Another connection's rate is a
+  /// figure of the host, not of this connection's path through busy cores.
+  double borrowed_margin = 1.0;
 };
 
 /// A change of a connection's choice.
@@ -216,8 +226,9 @@ std::string describe(const ChoiceChange& change);
 class LinkChooser {
  public:
   /// Errors (Errc::usage): a pin the receiver does not decode, a zstd level
-  /// outside 1-22, votes or rate_window of 0, a negative margin or
-  /// span_seconds, a peak_factor below 1, a busy_tick_s not above 0.
+  /// outside 1-22, votes or rate_window of 0, a negative margin,
+  /// borrowed_margin or span_seconds, a peak_factor below 1, a busy_tick_s
+  /// not above 0.
   static Result<LinkChooser> make(ChooserOptions options);
 
   /// TCP_INFO figures of the connection's socket.
@@ -300,8 +311,8 @@ class LinkChooser {
   // Whether some candidate beats none at `rate` with a sample ratio of 0.
   bool codes_at(double rate) const;
   bool add_sample(std::vector<double>& window, double value);  // false: not a rate
-  // A TCP sample: to the window, and the window's best to the host's memory.
-  void add_tcp_sample(double value);
+  // A TCP sample: to the window, and where `remember`, to the host's memory.
+  void add_tcp_sample(double value, bool remember);
 
   ChooserOptions options_;
   std::vector<CodecChoice> candidates_;

@@ -722,6 +722,22 @@ TEST_CASE("link choice: a new connection starts from the rate another connection
   REQUIRE(third.rate());
   CHECK(*third.rate() == doctest::Approx(k10Gbit).epsilon(0.05));
 
+  // A connection of small messages busy for 0.2 s on 20 KB (a peer slow to
+  // read) is no figure of the host's link: not remembered. Nor does a
+  // slower span replace the host's best of the last remembered_seconds.
+  ChooserOptions e = o;
+  e.host = "link-choice-test.host-e";
+  auto batched = chooser(e);
+  batched.observe(Wire{}.carry(1e5));
+  REQUIRE(batched.rate());
+  CHECK_FALSE(chooser(e).rate());
+  auto bulk = chooser(e);
+  bulk.observe(Wire{}.carry(k100Mbit));
+  auto slower = chooser(e);
+  slower.observe(Wire{}.carry(k100Mbit / 2));
+  REQUIRE(chooser(e).rate());
+  CHECK(*chooser(e).rate() == doctest::Approx(k100Mbit));
+
   // A chooser made before the host was known takes the rate later, once
   // (a caller that read the host's other connections); one with samples
   // of its own keeps them.
@@ -751,4 +767,46 @@ TEST_CASE("link choice: a new connection starts from the rate another connection
   ChooserOptions empty = options();
   empty.host = "";
   CHECK_FALSE(chooser(empty).rate());
+}
+
+TEST_CASE("link choice: a borrowed rate decides none, or a codec only where it wins by borrowed_margin") {
+  const Buffer data = measurements(2 * kMiB);
+  ChooserOptions o = options();
+  int close_calls = 0;
+  for (double rate : {12.5e6, 50e6, 100e6, 150e6, 200e6, 300e6, 500e6, 1e9, 5e9}) {
+    CAPTURE(rate);
+    o.host = "link-choice-test.borrowed-" + std::to_string(static_cast<long long>(rate));
+    auto own = chooser(o);
+    own.observe(Wire{}.carry(rate));
+    const auto mine = own.choose(data);
+    REQUIRE(mine);
+    auto borrowing = chooser(o);
+    REQUIRE(std::string(borrowing.rate_source()) == "host");
+    const auto borrowed = borrowing.choose(data);
+    if (!borrowed) {
+      // A close call: the connection's own figures will decide.
+      CHECK(mine->codec != Codec::none);
+      CHECK_FALSE(borrowing.current());
+      ++close_calls;
+      continue;
+    }
+    CHECK(*borrowed == *mine);
+    if (borrowed->codec != Codec::none) {
+      const double none = borrowing.delivery_seconds({}, data.size(), 1.0, rate);
+      const double coded = borrowing.delivery_seconds(*borrowed, data.size(), borrowing.last_change()->ratio, rate);
+      CHECK(none > (1.0 + o.borrowed_margin) * coded);
+    }
+  }
+  CHECK(close_calls > 0);
+  // The slow link is decided at once, the fast one too.
+  o.host = "link-choice-test.borrowed-12500000";
+  const auto slow = chooser(o).choose(data);
+  REQUIRE(slow);
+  CHECK(slow->codec != Codec::none);
+  o.host = "link-choice-test.borrowed-5000000000";
+  const auto fast = chooser(o).choose(data);
+  REQUIRE(fast);
+  CHECK(fast->codec == Codec::none);
+  o.borrowed_margin = -1.0;
+  CHECK_FALSE(LinkChooser::make(o).ok());
 }
