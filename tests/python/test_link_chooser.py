@@ -203,7 +203,8 @@ class Sockets(unittest.TestCase):
                     for _ in range(400):  # at most 100 MiB, a few seconds
                         cli.sendall(chunk)
                         c.observe_socket(cli.fileno())
-                        if c.rate_source == "tcp":
+                        # A span of 1 MiB or more is what the memory keeps.
+                        if c.rate_source == "tcp" and _core.LinkChooser(ALL, host=host).rate is not None:
                             break
                     self.assertEqual(c.rate_source, "tcp")
                 finally:
@@ -213,7 +214,10 @@ class Sockets(unittest.TestCase):
                     reader.join()
         seeded = _core.LinkChooser(ALL, host=host)
         self.assertEqual(seeded.rate_source, "host")
-        self.assertAlmostEqual(seeded.rate, c.rate, delta=c.rate * 1e-9)
+        # A span's rate: at most the measuring chooser's best (which may be
+        # the kernel's sample of an ACK, never remembered).
+        self.assertGreater(seeded.rate, 0)
+        self.assertLessEqual(seeded.rate, c.rate * (1 + 1e-9))
         self.assertIsNotNone(seeded.choose(DATA))
         # One made before takes it when asked (the plugin asks after reading
         # the host's other connections).
