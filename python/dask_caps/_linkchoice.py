@@ -30,8 +30,9 @@ last ACK near that (docs/link-choice.md), so any moment will do and an
 extra reading costs one getsockopt.
 
 Before a large frame is chosen on a connection that knows no rate yet,
-the host's other connections are read too (look()), and the chooser takes
-the rate the core's memory of links holds for the host.
+the host's other connections are read too (look(), through this module's
+index of Links by host), and the chooser takes the rate the core's memory
+of links holds for the host.
 
 Data this process relays as it came (Serialized objects under a message's
 "data" key: the scheduler's gather replies) never reaches maybe_compress;
@@ -63,18 +64,19 @@ _current = threading.local()
 class Link:
     """The codec choice of one connection, in the direction this process writes."""
 
-    __slots__ = ("chooser", "peer", "peer_kind", "ratio", "stats", "comm_ref", "host", "siblings")
+    __slots__ = ("chooser", "peer", "peer_kind", "ratio", "stats", "comm_ref", "host", "__weakref__")
 
     def __init__(self, receiver_codecs, *, same_host: bool, pin, dask_release: str, peer: str,
-                 peer_kind: str, stats, comm=None, host: str = "", siblings=None):
+                 peer_kind: str, stats, comm=None, host: str = ""):
         # host: the peer's IP, so that this connection starts from the rate
         # another connection of this process to it measured (the core's
-        # memory of links), and leaves its own there; siblings(): every
-        # Link of this process, read for that while this one knows nothing
+        # memory of links), and leaves its own there; the Links to the same
+        # host are read for that while this one knows nothing (_HOSTS)
         self.chooser = LinkChooser(list(receiver_codecs), same_host=same_host, pin=pin,
                                    dask_release=dask_release, host=host)
         self.host = host
-        self.siblings = siblings
+        if host:
+            _HOSTS.add(host, self)
         self.peer = peer  # already bounded and escaped by the caller
         self.peer_kind = peer_kind  # the peer's published role, or "plain"
         # Dask's rule: a compressed frame must be this much smaller than the
@@ -135,10 +137,10 @@ class Link:
         fd = _fd_of(comm)
         if fd >= 0:
             self.chooser.observe_socket(fd)
-        if self.chooser.rate is not None or not self.host or self.siblings is None:
+        if self.chooser.rate is not None or not self.host:
             return
-        for other in self.siblings():
-            if other is self or other.host != self.host or other.comm_ref is None:
+        for other in _HOSTS.of(self.host):
+            if other is self or other.comm_ref is None:
                 continue
             other_fd = _fd_of(other.comm_ref())
             if other_fd >= 0:
@@ -176,6 +178,36 @@ class Link:
         self.chooser.observe_write(nbytes, seconds)
 
 
+class _LinksByHost:
+    """The open Links of this process by peer host, held weakly (a Link
+    lives as long as its connection's plan). Links are made on the event
+    loop and read from dumps, which may run in Dask's offload thread: a lock."""
+
+    #: hosts kept before entries without a live Link are dropped
+    PRUNE_AT = 4096
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._by_host: dict[str, weakref.WeakSet] = {}
+
+    def add(self, host: str, link) -> None:
+        with self._lock:
+            links = self._by_host.get(host)
+            if links is None:
+                if len(self._by_host) >= self.PRUNE_AT:
+                    self._by_host = {h: s for h, s in self._by_host.items() if len(s)}
+                links = self._by_host[host] = weakref.WeakSet()
+            links.add(link)
+
+    def of(self, host: str) -> list:
+        with self._lock:
+            links = self._by_host.get(host)
+            return list(links) if links is not None else []
+
+
+_HOSTS = _LinksByHost()
+
+
 def _fd_of(comm) -> int:
     """The descriptor of a TCP comm's socket, or -1 (none, or closed)."""
     sock = getattr(getattr(comm, "stream", None), "socket", None)
@@ -208,75 +240,114 @@ def code_relayed(link, msg):
     are, so without this a client behind a slow link got raw whatever the
     worker chose for its fast link to the scheduler (docs/link-choice.md,
     "Relayed data"). Only "data" is looked at, so that no other message
-    costs a walk. Containers are copied only where something changed; the
-    objects in `msg` are never changed."""
+    costs a walk; "data" is walked once, and its containers are copied
+    again only where a frame was coded. The objects in `msg` are never
+    changed."""
     if type(msg) is not dict:
         return msg
     data = msg.get("data")
     if data is None:
         return msg
-    serialized_type = _serialized_type()
+    serialized_type = _SERIALIZED.get()
     if serialized_type is None:
         return msg
-    raw = _raw_bytes(data, serialized_type, 0)
+    found = []
+    raw = _find_serialized(data, serialized_type, 0, found)
     if raw < RELAY_MIN_BYTES:
         return msg
     if raw >= OBSERVE_BYTES:
         link.look()  # what the last messages carried counts before this one is coded
     if not link.may_code():
         return msg  # unknown, or a link where none wins for any data: as it came
-    coded = _code_in(link, data, serialized_type, 0)
-    if coded is data:
+    coded, seen = {}, set()
+    for obj in found:
+        if id(obj) in seen:  # one object under two keys: coded once
+            continue
+        seen.add(id(obj))
+        new = _code_serialized(link, obj, serialized_type)
+        if new is not obj:
+            coded[id(obj)] = new
+    if not coded:
         return msg
     out = dict(msg)
-    out["data"] = coded
+    out["data"] = _replaced(data, serialized_type, 0, coded)
     return out
 
 
-def _serialized_type():
-    """Dask's Serialized (by name, in every release), or None."""
-    try:
-        from distributed.protocol.serialize import Serialized
-    except ImportError:
+class _SerializedType:
+    """Dask's Serialized, looked up by name once (every release has it in
+    distributed.protocol.serialize), or None where it is not there."""
+
+    _UNSET = object()
+
+    def __init__(self):
+        self._type = self._UNSET
+
+    def get(self):
+        if self._type is self._UNSET:
+            try:
+                from distributed.protocol.serialize import Serialized
+            except ImportError:
+                Serialized = None
+            self._type = Serialized
+        return self._type
+
+
+_SERIALIZED = _SerializedType()
+
+
+def _raw_frames(obj):
+    """(compression list, frames) of a Serialized whose header Dask would
+    read, or None."""
+    header, frames = obj.header, obj.frames
+    if not isinstance(header, dict) or not isinstance(frames, (list, tuple)):
         return None
-    return Serialized
+    compression = header.get("compression")
+    compression = [None] * len(frames) if compression is None else list(compression)
+    if len(compression) != len(frames):
+        return None  # not a header Dask would read: left to Dask
+    return compression, frames
 
 
-def _raw_bytes(value, serialized_type, depth):
-    """The bytes of the raw frames of the Serialized objects in `value`."""
+def _find_serialized(value, serialized_type, depth, found):
+    """The bytes of the raw frames of the Serialized objects in `value`;
+    those that hold any are appended to `found`, in order."""
     if isinstance(value, serialized_type):
-        header, frames = value.header, value.frames
-        if not isinstance(header, dict) or not isinstance(frames, (list, tuple)):
+        parts = _raw_frames(value)
+        if parts is None:
             return 0
-        compression = header.get("compression") or (None,) * len(frames)
         total = 0
-        for codec, frame in zip(compression, frames):
+        for codec, frame in zip(*parts):
             if codec is None:
                 try:
                     total += memoryview(frame).nbytes
                 except TypeError:
                     pass
+        if total:
+            found.append(value)
         return total
     if depth >= RELAY_DEPTH:
         return 0
     kind = type(value)
     if kind is dict:
-        return sum(_raw_bytes(v, serialized_type, depth + 1) for v in value.values())
+        return sum(_find_serialized(v, serialized_type, depth + 1, found) for v in value.values())
     if kind is list or kind is tuple:
-        return sum(_raw_bytes(v, serialized_type, depth + 1) for v in value)
+        return sum(_find_serialized(v, serialized_type, depth + 1, found) for v in value)
     return 0
 
 
-def _code_in(link, value, serialized_type, depth):
+def _replaced(value, serialized_type, depth, coded):
+    """`value` with each Serialized whose id is in `coded` replaced by its
+    coded copy; containers copied only on the way to one."""
     if isinstance(value, serialized_type):
-        return _code_serialized(link, value, serialized_type)
+        return coded.get(id(value), value)
     if depth >= RELAY_DEPTH:
         return value
     kind = type(value)
     if kind is dict:
         out = None
         for key, item in value.items():
-            new = _code_in(link, item, serialized_type, depth + 1)
+            new = _replaced(item, serialized_type, depth + 1, coded)
             if new is not item:
                 if out is None:
                     out = dict(value)
@@ -285,7 +356,7 @@ def _code_in(link, value, serialized_type, depth):
     if kind is list or kind is tuple:
         items = None
         for i, item in enumerate(value):
-            new = _code_in(link, item, serialized_type, depth + 1)
+            new = _replaced(item, serialized_type, depth + 1, coded)
             if new is not item:
                 if items is None:
                     items = list(value)
@@ -295,13 +366,9 @@ def _code_in(link, value, serialized_type, depth):
 
 
 def _code_serialized(link, obj, serialized_type):
-    header, frames = obj.header, obj.frames
-    if not isinstance(header, dict) or not isinstance(frames, (list, tuple)):
-        return obj
-    compression = header.get("compression")
-    compression = [None] * len(frames) if compression is None else list(compression)
-    if len(compression) != len(frames):
-        return obj  # not a header Dask would read: left to Dask
+    """A copy of the Serialized `obj` with its raw frames of
+    RELAY_MIN_BYTES or more coded as the link calls for, or `obj` itself."""
+    compression, frames = _raw_frames(obj)
     new_frames = None
     for i, frame in enumerate(frames):
         if compression[i] is not None:
@@ -320,7 +387,7 @@ def _code_serialized(link, obj, serialized_type):
         new_frames[i] = data
     if new_frames is None:
         return obj
-    new_header = dict(header)
+    new_header = dict(obj.header)
     new_header["compression"] = tuple(compression)
     return serialized_type(new_header, new_frames)
 

@@ -464,8 +464,7 @@ def _make_link(local: dict, remote: dict, peer, comm=None):
                                 pin=pin if isinstance(pin, str) else None, dask_release=_DASK_RELEASE,
                                 peer=shown(remote.get("address"), 200),
                                 peer_kind=(peer.role or "unknown") if peer.published else "plain",
-                                stats=STATE.stats, comm=comm, host=_host_of(remote.get("address")),
-                                siblings=STATE.links)
+                                stats=STATE.stats, comm=comm, host=_host_of(remote.get("address")))
     except Exception as e:  # noqa: BLE001 - today's choice stands
         logger.warning("dask-caps: %s: no codec per link (%s: %s)", shown(remote.get("address"), 200),
                        type(e).__name__, shown(str(e), 200))

@@ -303,6 +303,38 @@ class PluginRules:
         self.assertTrue(got["untouched"])
         self.assertGreater(got["written"]["zstd"]["frames"], 0, got)
 
+    def test_relayed_data_nested_and_shared_is_coded_once_each(self):
+        # One object under two keys, another in a list, and a small one:
+        # each large object is coded once, the small one stays as it came,
+        # and the containers of the message are copies, not changed.
+        got = run(self.dask, """
+            big = relayed(None)["data"]["k"]
+            other = relayed(None, n=200_000)["data"]["k"]
+            small = relayed(None, n=100)["data"]["k"]
+            inner = [other, small]
+            msg = {"op": "x", "data": {"a": big, "b": big, "l": inner}}
+            caps = {"codecs": ["zstd", "lz4"], "max-pickle-protocol": 5, "gpu": False}
+            peer = remote("lz4", capabilities=caps)
+            with dask.config.set({"dask-caps.pin-codec": "zstd"}):
+                o = Comm.handshake_configuration(local("lz4"), peer)
+            before = plugin.link_written().get("zstd", {}).get("frames", 0)
+            frames = protocol.dumps(msg, context={"sender": local("lz4"), "recipient": peer, **o})
+            data = loads(frames)["data"]
+            report(codecs=codecs_of(frames),
+                   coded_frames=plugin.link_written()["zstd"]["frames"] - before,
+                   equal=[bool((data["a"] == np.arange(300_000) * 1.5).all()),
+                          bool((data["b"] == np.arange(300_000) * 1.5).all()),
+                          bool((data["l"][0] == np.arange(200_000) * 1.5).all()),
+                          bool((data["l"][1] == np.arange(100) * 1.5).all())],
+                   untouched=[msg["data"]["l"] is inner, big.header.get("compression"),
+                              other.header.get("compression")])
+        """)
+        self.assertEqual(got["codecs"], [None, "zstd"])
+        self.assertEqual(got["coded_frames"], 2, got)   # big once, other once
+        self.assertEqual(got["equal"], [True] * 4)
+        self.assertEqual(got["untouched"][0], True)
+        self.assertIn(got["untouched"][1], (None, [None], (None,)))
+
     def test_pickles_and_gpu_layouts_are_recoded_for_the_peer_that_needs_it(self):
         got = run(self.dask, """
             import cupy   # tests/e2e/fakecupy
