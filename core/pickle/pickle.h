@@ -1,17 +1,20 @@
 // The pickle engine as the rest of dask-caps uses it (docs/protocol.md §5.1, §6).
 //
-// Pickles are read by symbolic evaluation (core/pickle/detail/pickle_vm.h): nothing in a
-// pickle is ever imported, called or executed. Every function here takes the
-// pickle bytes as found in a Dask frame and the Limits that bound the work
-// (core/base/limits.h): max_pickle_stack / max_pickle_memo / max_pickle_depth
-// for reading, max_pickle_output_bytes for anything written. Failures are
-// Error values with the absolute offset of the offending opcode where there
-// is one; the Errc kinds are listed in core/pickle/detail/pickle_vm.h (reading) and
-// core/pickle/detail/pickle_writer.h (writing).
-//
-// Lower-level pieces, for tools and tests: core/pickle/detail/pickle_ops.h (opcode table
-// and walker), core/pickle/detail/pickle_vm.h (object graph), core/pickle/detail/pickle_writer.h,
-// core/pickle/internal/pickle_dis.h (listing with partial output on error).
+// Pickles are read by symbolic evaluation: nothing in a pickle is ever
+// imported, called or executed. Every function here takes the pickle bytes
+// as found in a Dask frame and the Limits that bound the work
+// (daskcaps/base/limits.h): max_pickle_stack / max_pickle_memo /
+// max_pickle_depth for reading, max_pickle_output_bytes for anything
+// written. Failures are Error values (daskcaps/base/error.h) with the
+// absolute offset of the offending opcode where there is one:
+//   - reading: truncated, bad_opcode, bad_value (stack underflow, no MARK,
+//     a memo key never stored, an odd number of SETITEMS items, a value
+//     CPython's unpickler rejects such as invalid UTF-8), unsupported_version
+//     (PROTO above 5), limit_exceeded, too_deep;
+//   - writing: unsupported (what the target protocol cannot express, naming
+//     the object), limit_exceeded (output above max_pickle_output_bytes, or
+//     an integer too large to write), too_deep, usage (a protocol outside
+//     0-5).
 #pragma once
 
 #include <cstddef>
@@ -93,8 +96,8 @@ struct Recoded {
 };
 
 /// Re-emits `pickle` (with the out-of-band `buffers` that came with it) for
-/// the target protocol, as CPython's pickler would write the same objects
-/// (core/pickle/detail/pickle_writer.h). Fails on a malformed pickle, with Errc::unsupported
+/// the target protocol, as CPython's pickler would write the same objects.
+/// Fails on a malformed pickle, with Errc::unsupported
 /// for what the target protocol cannot express (the message names the object
 /// and the lowest protocol that works), and with Errc::usage for a target
 /// outside 0-5.

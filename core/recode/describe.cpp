@@ -1,4 +1,5 @@
 #include "daskcaps/recode/describe.h"
+#include "core/wire/internal/serialized.h"
 
 #include <algorithm>
 #include <cstring>

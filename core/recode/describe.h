@@ -32,7 +32,6 @@
 #include "daskcaps/wire/message.h"
 #include "daskcaps/base/result.h"
 #include "daskcaps/pickle/exception_info.h"
-#include "daskcaps/wire/serialized.h"
 
 namespace daskcaps {
 

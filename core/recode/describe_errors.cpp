@@ -5,6 +5,7 @@
 #include "daskcaps/pickle/exception_info.h"
 #include "daskcaps/pickle/pickle.h"
 #include "daskcaps/recode/describe.h"
+#include "core/wire/internal/serialized.h"
 #include "core/recode/internal/error_pickles.h"
 
 namespace daskcaps {

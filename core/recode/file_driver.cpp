@@ -13,11 +13,12 @@
 #include <vector>
 
 #include "daskcaps/recode/engine.h"
+#include "core/recode/detail/object_transcoder.h"
 #include "core/recode/internal/stream_recode.h"
 #include "daskcaps/wire/codec.h"
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/message.h"
-#include "daskcaps/wire/serialized.h"
+#include "core/wire/internal/serialized.h"
 
 namespace daskcaps {
 

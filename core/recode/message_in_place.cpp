@@ -11,11 +11,13 @@
 #include <optional>
 #include <vector>
 
+#include "core/recode/detail/object_transcoder.h"
+#include "core/recode/internal/frame_codec.h"
 #include "core/recode/detail/frame_sample.h"
 #include "core/recode/detail/inline_frame.h"
 #include "daskcaps/wire/codec.h"
 #include "daskcaps/wire/frames.h"
-#include "daskcaps/wire/serialized.h"
+#include "core/wire/internal/serialized.h"
 #include "core/wire/internal/window_codec.h"
 
 namespace daskcaps {

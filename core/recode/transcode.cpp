@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/recode/detail/object_transcoder.h"
+#include "core/recode/internal/frame_codec.h"
 #include "core/recode/detail/decoded_blocks.h"
 #include "core/recode/detail/pickle_cache.h"
 #include "core/recode/internal/error_pickles.h"
@@ -16,7 +18,7 @@
 #include "core/recode/internal/stream_recode.h"
 #include "daskcaps/wire/handshake.h"
 #include "daskcaps/pickle/pickle.h"
-#include "daskcaps/wire/serialized.h"
+#include "core/wire/internal/serialized.h"
 #include "core/wire/internal/serialized_tree.h"
 #include "daskcaps/base/option_name.h"
 
@@ -456,7 +458,7 @@ class ObjectRecoder {
 
   // A raw frame the codec rule keeps raw, compressed in the codec the
   // link chose for it (TranscodeOptions::frame_codec,
-  // core/recode/frame_codec.h) under Dask's maybe_compress rule; nullopt:
+  // core/recode/internal/frame_codec.h) under Dask's maybe_compress rule; nullopt:
   // it stays as it came (no policy, no choice, none, or it does not shrink
   // enough).
   Result<std::optional<std::pair<Bytes, CompressionValue>>> link_code(const CompressionValue& entry,

@@ -56,6 +56,14 @@ struct SubObject {
   std::string frame_label(std::size_t i) const;
 };
 
+/// How a sub-object's original frames were cut into wire frames (shards) by
+/// Dask's serialize_and_split: its "split-num-sub-frames" and
+/// "split-offsets" keys (docs/protocol.md §3.5).
+struct SplitLayout {
+  std::vector<std::uint64_t> counts;   // split-num-sub-frames: shards per original frame
+  std::vector<std::uint64_t> offsets;  // split-offsets: each one's first shard, from the first data frame
+};
+
 struct Message {
   msgpack::Value root;                // frame 0, decoded
   std::vector<SubObject> objects;     // ordered by header_frame

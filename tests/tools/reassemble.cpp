@@ -9,7 +9,7 @@
 
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/message.h"
-#include "daskcaps/wire/serialized.h"
+#include "core/wire/internal/serialized.h"
 #include "formats/internal/raw_stream.h"
 
 using namespace daskcaps;

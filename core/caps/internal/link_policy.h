@@ -1,6 +1,6 @@
 // The codec per link of one direction a process writes (the bridge's two
 // legs): a LinkChooser (core/caps/link_choice.h) behind the recode's
-// FrameCodecPolicy (core/recode/frame_codec.h), so that the recode asks the
+// FrameCodecPolicy (core/recode/internal/frame_codec.h), so that the recode asks the
 // core's one choice for each raw frame, never a rule of the caller's.
 //
 // Contract.
@@ -36,7 +36,7 @@
 #include "daskcaps/caps/delivery.h"
 #include "daskcaps/caps/link_choice.h"
 #include "daskcaps/net/link_figures.h"
-#include "daskcaps/recode/frame_codec.h"
+#include "core/recode/internal/frame_codec.h"
 
 namespace daskcaps::link {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "daskcaps/wire/codec.h"
-#include "daskcaps/wire/serialized.h"
+#include "core/wire/internal/serialized.h"
 
 namespace daskcaps::detail {
 

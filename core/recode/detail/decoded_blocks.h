@@ -14,7 +14,7 @@
 
 namespace daskcaps::detail {
 
-/// decompress_frame() (core/wire/serialized.h) for a frame that is written
+/// decompress_frame() (core/wire/internal/serialized.h) for a frame that is written
 /// raw: an lz4 or snappy frame that declares 1 MiB or more decoded goes
 /// into a block used again, owned by the Bytes returned (given back when the
 /// last slice of it goes). The same bytes and the same errors.

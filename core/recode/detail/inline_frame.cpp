@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "core/recode/detail/frame_sample.h"
-#include "daskcaps/wire/serialized.h"
+#include "core/wire/internal/serialized.h"
 
 namespace daskcaps::detail {
 

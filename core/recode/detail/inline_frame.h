@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/recode/detail/object_transcoder.h"
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/result.h"
 #include "daskcaps/pickle/pickle.h"

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 
+#include "core/recode/detail/object_transcoder.h"
+#include "core/recode/internal/frame_codec.h"
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/message.h"
 #include "daskcaps/wire/msgpack.h"
-#include "daskcaps/wire/serialized.h"
+#include "core/wire/internal/serialized.h"
 
 namespace daskcaps {
 

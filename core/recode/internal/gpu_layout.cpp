@@ -1,7 +1,7 @@
 #include "core/recode/internal/gpu_layout.h"
 
 #include "daskcaps/wire/compression_value.h"
-#include "daskcaps/wire/serialized.h"
+#include "core/wire/internal/serialized.h"
 #include "core/wire/internal/serialized_tree.h"
 
 namespace daskcaps {

@@ -9,7 +9,7 @@
 
 #include "core/recode/detail/frame_sample.h"
 #include "daskcaps/wire/codec.h"
-#include "daskcaps/wire/serialized.h"
+#include "core/wire/internal/serialized.h"
 #include "core/wire/internal/window_codec.h"
 
 namespace daskcaps {

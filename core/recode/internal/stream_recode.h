@@ -29,7 +29,7 @@
 // transcode_message() would return to a MessageSink that takes writes at
 // any offset (the output file), with any codec, pickle protocol and layout
 // options. Each object is recoded by transcode_message's own code
-// (ObjectTranscoder, core/recode/transcode.h), in one of two ways:
+// (ObjectTranscoder, core/recode/detail/object_transcoder.h), in one of two ways:
 //   - an object whose data frames change only by their codec (a GPU layout
 //     and the header pickles change its sub-header alone): its sub-header
 //     first, then its frames one at a time, window by window, as below;

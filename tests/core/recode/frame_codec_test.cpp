@@ -1,6 +1,6 @@
-// TranscodeOptions::frame_codec (core/recode/frame_codec.h): the link's
+// TranscodeOptions::frame_codec (core/recode/internal/frame_codec.h): the link's
 // codec for raw frames, in transcode_message() and the cut-through plan.
-#include "daskcaps/recode/frame_codec.h"
+#include "core/recode/internal/frame_codec.h"
 
 #include <doctest/doctest.h>
 
@@ -17,7 +17,7 @@
 #include "daskcaps/wire/codec.h"
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/message.h"
-#include "daskcaps/wire/serialized.h"
+#include "core/wire/internal/serialized.h"
 #include "support/dask_builder.h"
 #include "support/test_bytes.h"
 

@@ -3,7 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "daskcaps/pickle/pickle.h"
-#include "daskcaps/wire/serialized.h"
+#include "core/wire/internal/serialized.h"
 #include "support/dask_builder.h"
 #include "support/example_streams.h"
 

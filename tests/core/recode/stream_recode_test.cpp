@@ -12,7 +12,7 @@
 #include "daskcaps/wire/codec.h"
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/message.h"
-#include "daskcaps/wire/serialized.h"
+#include "core/wire/internal/serialized.h"
 #include "support/dask_builder.h"
 #include "support/example_streams.h"
 #include "support/stored_frames.h"

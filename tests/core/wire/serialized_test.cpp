@@ -1,4 +1,4 @@
-#include "daskcaps/wire/serialized.h"
+#include "core/wire/internal/serialized.h"
 
 #include <doctest/doctest.h>
 

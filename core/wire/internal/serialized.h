@@ -46,12 +46,7 @@ Result<Bytes> decompress_frame(const CompressionValue& value, const Bytes& frame
 /// Every wire frame of `obj`, decompressed. Errors name the frame index.
 Result<std::vector<Bytes>> decompressed_frames(const SubObject& obj, const Limits& limits);
 
-struct SplitLayout {
-  std::vector<std::uint64_t> counts;   // split-num-sub-frames
-  std::vector<std::uint64_t> offsets;  // split-offsets
-};
-
-/// The split layout, or nullopt when the header has no split keys. Checks
+/// The split layout (SplitLayout, core/wire/message.h), or nullopt when the header has no split keys. Checks
 /// that every range lies inside the object's wire frames.
 Result<std::optional<SplitLayout>> split_layout(const SubObject& obj);
 
