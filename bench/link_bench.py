@@ -42,6 +42,11 @@ Settings:    default       Dask's own (2022.12.1: lz4 where both have it;
              plugin        dask_caps.plugin preloaded on every process
                            (scheduler, workers, client), Dask's default codec
                            setting (--module-dir: where dask_caps is)
+             plugin-no-workers
+                           the plugin on the scheduler and the client only:
+                           the workers are plain Dask and write its default
+                           codec (a cluster that took the plugin in part);
+                           not in the default list
 
 Per run it reports the wall time of the timed step and the CPU seconds per
 GB moved on the client and in the cluster (scheduler and workers, from
@@ -82,6 +87,7 @@ EXTRA_RATES = {"100mbit-client": "100mbit@client"}
 WORKLOADS = ("gather-float", "gather-frame", "random", "rechunk")
 EXTRA_WORKLOADS = ("gather-new-client",)
 SETTINGS = ("default", "none", "lz4", "zstd", "plugin")
+EXTRA_SETTINGS = ("plugin-no-workers",)
 START_TIMEOUT = 60.0
 
 
@@ -177,7 +183,7 @@ def setting_env(setting: str, module_dir: str, base_pythonpath: str) -> tuple[di
     preload: list[str] = []
     if setting in ("none", "lz4", "zstd"):
         env["DASK_DISTRIBUTED__COMM__COMPRESSION"] = "None" if setting == "none" else setting
-    elif setting == "plugin":
+    elif setting in ("plugin", "plugin-no-workers"):
         paths.append(module_dir)
         preload = ["--preload", "dask_caps.plugin"]
         env["DASK_DISTRIBUTED__CLIENT__PRELOAD"] = '["dask_caps.plugin"]'
@@ -189,7 +195,9 @@ def setting_env(setting: str, module_dir: str, base_pythonpath: str) -> tuple[di
 class Cluster:
     """A scheduler and two workers of one Dask, each on its host."""
 
-    def __init__(self, net: Network, python: str, env: dict, preload: list[str], tmp: str):
+    def __init__(self, net: Network, python: str, env: dict, preload: list[str], tmp: str,
+                 worker_preload: list[str] | None = None):
+        # worker_preload: the workers' own (None: the scheduler's)
         self.net, self.python, self.env, self.tmp = net, python, env, tmp
         self.procs: list[subprocess.Popen] = []
         sfile = os.path.join(tmp, "scheduler.json")
@@ -201,7 +209,7 @@ class Cluster:
         for w in ("w1", "w2"):
             self._spawn(w, ["distributed.cli.dask_worker", self.address, "--name", w, "--nthreads", "1",
                             "--host", net.ip(w), "--no-dashboard", "--no-nanny", "--memory-limit", "0",
-                            *preload])
+                            *(preload if worker_preload is None else worker_preload)])
         deadline = time.monotonic() + START_TIMEOUT
         while not os.path.exists(sfile):
             self._alive()
@@ -372,11 +380,11 @@ def main() -> int:
     settings = args.settings.split(",")
     for value, known, what in ((links, {**RATES, **EXTRA_RATES}, "--links"),
                                (workloads, WORKLOADS + EXTRA_WORKLOADS, "--workloads"),
-                               (settings, SETTINGS, "--settings")):
+                               (settings, SETTINGS + EXTRA_SETTINGS, "--settings")):
         bad = [v for v in value if v not in known]
         if bad:
             ap.error("%s: unknown %s" % (what, ", ".join(bad)))
-    if "plugin" in settings and not os.path.isdir(os.path.join(args.module_dir, "dask_caps")):
+    if {"plugin", "plugin-no-workers"} & set(settings) and not os.path.isdir(os.path.join(args.module_dir, "dask_caps")):
         ap.error("--module-dir %s holds no dask_caps package (build the module first)" % args.module_dir)
 
     rows = []
@@ -391,7 +399,8 @@ def main() -> int:
                     # carry what it learned on one link into the next (a link
                     # that slows down mid-run is tests/core/caps/link_choice_test.cpp's).
                     net.shape({**RATES, **EXTRA_RATES}[link])
-                    cluster = Cluster(net, python, env, preload, tmp)
+                    cluster = Cluster(net, python, env, preload, tmp,
+                                      worker_preload=[] if setting == "plugin-no-workers" else None)
                     try:
                         for workload in workloads:
                             proc = net.popen("client", [python, os.path.abspath(__file__), "--drive",

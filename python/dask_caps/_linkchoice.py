@@ -36,7 +36,8 @@ of links holds for the host.
 
 Data this process relays as it came (Serialized objects under a message's
 "data" key: the scheduler's gather replies) never reaches maybe_compress;
-the plugin's dumps wrapper hands its raw frames to the same Link.compress
+the plugin's dumps wrapper hands its raw frames to the same Link.compress,
+and its frames in another codec than the link's to Link.recode
 (code_relayed()).
 
 A frame is only ever compressed with a codec the receiver decodes: the
@@ -94,22 +95,66 @@ class Link:
 
     def compress(self, original, payload, args, kwargs):
         """maybe_compress for one frame written on this connection."""
+        found, choice = self._choose(payload)
+        if not found:  # the link is not known yet: today's choice
+            return self._timed(original, payload, args, kwargs)
+        if choice == "none":
+            self.stats.count_written("none", memoryview(payload).nbytes)
+            return None, payload
+        coded = self._encode(choice, payload)
+        if coded is None:
+            return original(payload, *args, **kwargs)
+        if len(coded) > self.ratio * memoryview(payload).nbytes:
+            self.stats.count_written("none", memoryview(payload).nbytes)
+            return None, payload
+        self.stats.count_written(choice, len(coded))
+        return choice, coded
+
+    def recode(self, frame, codec: str):
+        """A relayed frame that came in `codec` (a core codec): (codec, bytes)
+        in the codec the link calls for where that is another codec and
+        its bytes are fewer, else None (the frame goes as it came). The
+        frame is decoded only where the connection's choice is not already
+        `codec`; what the link calls for is then chosen on its raw bytes,
+        as for any frame (one vote, one count)."""
+        current = self.chooser.current
+        if current == codec or current == "none":
+            return None
+        try:
+            raw = dask_caps.decompress(codec, frame)
+        except Exception:  # noqa: BLE001 - a frame the core cannot read goes as it came
+            return None
+        found, choice = self._choose(raw)
+        if not found or choice == "none" or choice == codec:
+            return None
+        coded = self._encode(choice, raw)
+        if coded is None or len(coded) >= memoryview(frame).nbytes:
+            return None
+        self.stats.count_written(choice, len(coded))
+        return choice, coded
+
+    def _choose(self, payload):
+        """(True, the codec or "none") the chooser names for `payload`, or
+        (False, None) while it names none (the link is not known yet); one
+        debug line and one count where the connection's choice changed."""
         try:
             if memoryview(payload).nbytes >= OBSERVE_BYTES:
                 self.look()
             choice = self.chooser.choose(payload)
         except Exception:  # noqa: BLE001 - a frame the chooser cannot read: Dask decides
             choice = None
-        if choice is None:  # the link is not known yet: today's choice
-            return self._timed(original, payload, args, kwargs)
+        if choice is None:
+            return False, None
         if self.chooser.changed:
             self.stats.count_change(self.peer_kind)
             if logger.isEnabledFor(logging.DEBUG):
                 change = self.chooser.last_change or {}
                 logger.debug("dask-caps: %s: %s", self.peer, change.get("line", "codec " + str(choice)))
-        if choice == "none":
-            self.stats.count_written("none", memoryview(payload).nbytes)
-            return None, payload
+        return True, choice
+
+    def _encode(self, choice: str, payload):
+        """`payload` compressed with `choice` at the chooser's level, the
+        time it took told to the chooser; None where the core failed."""
         level = self.chooser.level
         try:
             start = time.perf_counter()
@@ -119,12 +164,8 @@ class Link:
             if nbytes >= OBSERVE_BYTES:  # smaller frames say nothing: not worth a call
                 self.chooser.observe_compress(choice, nbytes, time.perf_counter() - start, level)
         except Exception:  # noqa: BLE001 - never out of Dask's comm code
-            return original(payload, *args, **kwargs)
-        if len(data) > self.ratio * memoryview(payload).nbytes:
-            self.stats.count_written("none", memoryview(payload).nbytes)
-            return None, payload
-        self.stats.count_written(choice, len(data))
-        return choice, data
+            return None
+        return data
 
     def look(self) -> None:
         """Before a large frame is chosen: the connection's TCP_INFO, and
@@ -218,8 +259,10 @@ def _fd_of(comm) -> int:
 
 
 #: Dask's maybe_compress min_size (every release): a smaller relayed frame
-#: stays raw without asking the chooser.
+#: stays as it came without asking the chooser.
 RELAY_MIN_BYTES = 10_000
+#: The codecs a relayed frame may come in and be recoded from: the core's.
+RECODE_FROM = frozenset(dask_caps.CODECS)
 #: How deep code_relayed looks into a message: Dask's nest a few levels
 #: ({"status": "OK", "data": {key: Serialized}}, batched lists of those).
 RELAY_DEPTH = 8
@@ -232,17 +275,20 @@ def _keep_raw(payload, *args, **kwargs):
 
 
 def code_relayed(link, msg):
-    """`msg` with the raw frames of the Serialized objects under its "data"
-    key (data this process relays as it came: the scheduler's gather
-    replies, scatter's update_data) coded as the link calls for, each frame
-    through Link.compress as dumps' own frames go (one choice, one vote and
-    one count per frame). Dask's dumps writes a Serialized's frames as they
-    are, so without this a client behind a slow link got raw whatever the
-    worker chose for its fast link to the scheduler (docs/link-choice.md,
-    "Relayed data"). Only "data" is looked at, so that no other message
-    costs a walk; "data" is walked once, and its containers are copied
-    again only where a frame was coded. The objects in `msg` are never
-    changed."""
+    """`msg` with the frames of the Serialized objects under its "data" key
+    (data this process relays as it came: the scheduler's gather replies,
+    scatter's update_data) in the codec the link calls for. Dask's dumps
+    writes a Serialized's frames as they are, so without this a client
+    behind a slow link got whatever the worker chose for its own link to
+    the scheduler (docs/link-choice.md, "Relayed data"):
+      - a raw frame goes through Link.compress, as dumps' own frames go
+        (one choice, one vote and one count per frame);
+      - a frame in a core codec goes through Link.recode: it changes only
+        where the connection's choice is another codec and that codec
+        makes it smaller.
+    Only "data" is looked at, so that no other message costs a walk;
+    "data" is walked once, and its containers are copied again only where
+    a frame changed. The objects in `msg` are never changed."""
     if type(msg) is not dict:
         return msg
     data = msg.get("data")
@@ -252,10 +298,10 @@ def code_relayed(link, msg):
     if serialized_type is None:
         return msg
     found = []
-    raw = _find_serialized(data, serialized_type, 0, found)
-    if raw < RELAY_MIN_BYTES:
+    total = _find_serialized(data, serialized_type, 0, found)
+    if total < RELAY_MIN_BYTES:
         return msg
-    if raw >= OBSERVE_BYTES:
+    if total >= OBSERVE_BYTES:
         link.look()  # what the last messages carried counts before this one is coded
     if not link.may_code():
         return msg  # unknown, or a link where none wins for any data: as it came
@@ -296,7 +342,7 @@ class _SerializedType:
 _SERIALIZED = _SerializedType()
 
 
-def _raw_frames(obj):
+def _frames_of(obj):
     """(compression list, frames) of a Serialized whose header Dask would
     read, or None."""
     header, frames = obj.header, obj.frames
@@ -309,20 +355,29 @@ def _raw_frames(obj):
     return compression, frames
 
 
+def _codable(codec, frame) -> int:
+    """The bytes of a relayed frame that code_relayed may code: raw, or in
+    a core codec, and of RELAY_MIN_BYTES or more; else 0."""
+    if codec is not None and codec not in RECODE_FROM:
+        return 0  # False (never compressed), or a codec the core lacks
+    try:
+        n = memoryview(frame).nbytes
+    except TypeError:
+        return 0
+    return n if n >= RELAY_MIN_BYTES else 0
+
+
 def _find_serialized(value, serialized_type, depth, found):
-    """The bytes of the raw frames of the Serialized objects in `value`;
-    those that hold any are appended to `found`, in order."""
+    """The bytes of the frames code_relayed may code (_codable) in the
+    Serialized objects in `value`; those that hold any are appended to
+    `found`, in order."""
     if isinstance(value, serialized_type):
-        parts = _raw_frames(value)
+        parts = _frames_of(value)
         if parts is None:
             return 0
         total = 0
         for codec, frame in zip(*parts):
-            if codec is None:
-                try:
-                    total += memoryview(frame).nbytes
-                except TypeError:
-                    pass
+            total += _codable(codec, frame)
         if total:
             found.append(value)
         return total
@@ -366,21 +421,23 @@ def _replaced(value, serialized_type, depth, coded):
 
 
 def _code_serialized(link, obj, serialized_type):
-    """A copy of the Serialized `obj` with its raw frames of
-    RELAY_MIN_BYTES or more coded as the link calls for, or `obj` itself."""
-    compression, frames = _raw_frames(obj)
+    """A copy of the Serialized `obj` with its codable frames (_codable) in
+    the codec the link calls for, or `obj` itself where none changed."""
+    compression, frames = _frames_of(obj)
     new_frames = None
     for i, frame in enumerate(frames):
-        if compression[i] is not None:
+        codec = compression[i]
+        if not _codable(codec, frame):
             continue
-        try:
-            if memoryview(frame).nbytes < RELAY_MIN_BYTES:
-                continue
-        except TypeError:
-            continue
-        codec, data = link.compress(_keep_raw, frame, (), {})
         if codec is None:
-            continue
+            codec, data = link.compress(_keep_raw, frame, (), {})
+            if codec is None:
+                continue
+        else:
+            recoded = link.recode(frame, codec)
+            if recoded is None:
+                continue
+            codec, data = recoded
         if new_frames is None:
             new_frames = list(frames)
         compression[i] = codec

@@ -303,6 +303,44 @@ class PluginRules:
         self.assertTrue(got["untouched"])
         self.assertGreater(got["written"]["zstd"]["frames"], 0, got)
 
+    def test_relayed_frames_in_another_codec_take_the_link_s_codec(self):
+        # A worker wrote lz4 (its link, or Dask's default before the link is
+        # known); the scheduler's link to the client calls for zstd (a pin
+        # stands for a slow link): the frame is recoded. Where the link's
+        # codec is the frame's, or the link is unknown, it goes as it came.
+        got = run(self.dask, """
+            msg = relayed("lz4")
+            original = plain_dumps(msg, context={"compression": None})
+            header_before = dict(msg["data"]["k"].header)
+            caps = {"codecs": ["zstd", "lz4"], "max-pickle-protocol": 5, "gpu": False}
+            def write(pin):
+                peer = remote("lz4", capabilities=caps)
+                with dask.config.set({"dask-caps.pin-codec": pin}):
+                    o = Comm.handshake_configuration(local("lz4"), peer)
+                return protocol.dumps(msg, context={"sender": local("lz4"), "recipient": peer, **o})
+            before = plugin.link_written().get("zstd", {}).get("frames", 0)
+            to_zstd = write("zstd")
+            as_lz4 = write("lz4")
+            unknown = write(None)
+            value = loads(to_zstd)["data"]["k"]
+            report(to_zstd=codecs_of(to_zstd), as_lz4=codecs_of(as_lz4), unknown=codecs_of(unknown),
+                   zstd_frames=plugin.link_written()["zstd"]["frames"] - before,
+                   smaller=sum(map(len, to_zstd)) < sum(map(len, original)),
+                   lz4_same=[bytes(a) == bytes(b) for a, b in zip(as_lz4, original)],
+                   unknown_same=[bytes(a) == bytes(b) for a, b in zip(unknown, original)],
+                   equal=bool((value == np.arange(300_000) * 1.5).all()),
+                   untouched=msg["data"]["k"].header == header_before)
+        """)
+        self.assertEqual(got["to_zstd"], ["zstd"])
+        self.assertEqual(got["zstd_frames"], 1, got)
+        self.assertTrue(got["smaller"])
+        self.assertEqual(got["as_lz4"], ["lz4"])
+        self.assertTrue(all(got["lz4_same"]), got["lz4_same"])
+        self.assertEqual(got["unknown"], ["lz4"])
+        self.assertTrue(all(got["unknown_same"]), got["unknown_same"])
+        self.assertTrue(got["equal"])
+        self.assertTrue(got["untouched"])
+
     def test_relayed_data_nested_and_shared_is_coded_once_each(self):
         # One object under two keys, another in a list, and a small one:
         # each large object is coded once, the small one stays as it came,
