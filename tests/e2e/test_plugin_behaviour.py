@@ -78,6 +78,17 @@ def relayed(codec="lz4", n=300_000):
                          context={"compression": codec, "pickle-protocol": 5})
     return loads(frames, deserialize=False)
 
+PUBLISHED = {"codecs": ["zstd", "lz4"], "max-pickle-protocol": 5, "gpu": False}
+
+def write_pinned(msg, pin):
+    # msg written to a peer that published zstd and lz4, with the codec per
+    # link pinned to `pin` (a pin stands for a slow link; None: a link not
+    # measured yet, where Dask's own choice stands)
+    peer = remote("lz4", capabilities=PUBLISHED)
+    with dask.config.set({"dask-caps.pin-codec": pin}):
+        o = Comm.handshake_configuration(local("lz4"), peer)
+    return protocol.dumps(msg, context={"sender": local("lz4"), "recipient": peer, **o})
+
 def codecs_of(frames):
     doc = dask_caps.inspect(frames)
     out = set()
@@ -283,14 +294,8 @@ class PluginRules:
         got = run(self.dask, """
             msg = relayed(None)   # a worker wrote it raw (its link to the scheduler is fast)
             header_before = dict(msg["data"]["k"].header)
-            caps = {"codecs": ["zstd", "lz4"], "max-pickle-protocol": 5, "gpu": False}
-            def write(pin):
-                peer = remote("lz4", capabilities=caps)
-                with dask.config.set({"dask-caps.pin-codec": pin}):
-                    o = Comm.handshake_configuration(local("lz4"), peer)
-                return protocol.dumps(msg, context={"sender": local("lz4"), "recipient": peer, **o})
-            pinned = write("zstd")
-            unknown = write(None)   # a link not measured yet: as it came, as Dask writes it
+            pinned = write_pinned(msg, "zstd")
+            unknown = write_pinned(msg, None)   # a link not measured yet: as it came, as Dask writes it
             value = loads(pinned)["data"]["k"]
             report(pinned=codecs_of(pinned), unknown=codecs_of(unknown),
                    equal=bool((value == np.arange(300_000) * 1.5).all()),
@@ -312,16 +317,10 @@ class PluginRules:
             msg = relayed("lz4")
             original = plain_dumps(msg, context={"compression": None})
             header_before = dict(msg["data"]["k"].header)
-            caps = {"codecs": ["zstd", "lz4"], "max-pickle-protocol": 5, "gpu": False}
-            def write(pin):
-                peer = remote("lz4", capabilities=caps)
-                with dask.config.set({"dask-caps.pin-codec": pin}):
-                    o = Comm.handshake_configuration(local("lz4"), peer)
-                return protocol.dumps(msg, context={"sender": local("lz4"), "recipient": peer, **o})
             before = plugin.link_written().get("zstd", {}).get("frames", 0)
-            to_zstd = write("zstd")
-            as_lz4 = write("lz4")
-            unknown = write(None)
+            to_zstd = write_pinned(msg, "zstd")
+            as_lz4 = write_pinned(msg, "lz4")
+            unknown = write_pinned(msg, None)
             value = loads(to_zstd)["data"]["k"]
             report(to_zstd=codecs_of(to_zstd), as_lz4=codecs_of(as_lz4), unknown=codecs_of(unknown),
                    zstd_frames=plugin.link_written()["zstd"]["frames"] - before,
@@ -351,12 +350,8 @@ class PluginRules:
             small = relayed(None, n=100)["data"]["k"]
             inner = [other, small]
             msg = {"op": "x", "data": {"a": big, "b": big, "l": inner}}
-            caps = {"codecs": ["zstd", "lz4"], "max-pickle-protocol": 5, "gpu": False}
-            peer = remote("lz4", capabilities=caps)
-            with dask.config.set({"dask-caps.pin-codec": "zstd"}):
-                o = Comm.handshake_configuration(local("lz4"), peer)
             before = plugin.link_written().get("zstd", {}).get("frames", 0)
-            frames = protocol.dumps(msg, context={"sender": local("lz4"), "recipient": peer, **o})
+            frames = write_pinned(msg, "zstd")
             data = loads(frames)["data"]
             report(codecs=codecs_of(frames),
                    coded_frames=plugin.link_written()["zstd"]["frames"] - before,
