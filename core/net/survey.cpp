@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 
+#include "core/net/internal/resolve.h"
 #include "core/net/internal/connection.h"
 #include "daskcaps/net/loop.h"
 #include "core/net/internal/rpc_session.h"

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/net/internal/resolve.h"
 #include "core/net/detail/sys.h"
 #include "core/net/internal/socket.h"
 

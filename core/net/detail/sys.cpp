@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/net/internal/resolve.h"
 #include "daskcaps/net/address.h"
 
 namespace daskcaps::net::detail {

@@ -7,7 +7,7 @@
 //   connect():  resolving -> connecting -> handshaking -> open -> closed
 //   accepted():                            handshaking -> open -> closed
 //
-//   - resolving: resolve_async (core/net/address.h); numeric hosts skip DNS.
+//   - resolving: resolve_async (core/net/internal/resolve.h); numeric hosts skip DNS.
 //   - connecting: a non-blocking connect to each resolved address in turn;
 //     the error of the last one is reported (refused, unreachable, ...).
 //   - handshaking: the TLS handshake (a plain stream passes at once).
@@ -84,7 +84,7 @@
 
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/result.h"
-#include "daskcaps/net/address.h"
+#include "core/net/internal/resolve.h"
 #include "daskcaps/net/link_figures.h"
 #include "daskcaps/net/loop.h"
 #include "core/net/internal/socket.h"

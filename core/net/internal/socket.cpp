@@ -9,6 +9,7 @@
 #include <array>
 #include <cerrno>
 
+#include "core/net/internal/resolve.h"
 #include "core/net/detail/sys.h"
 #include "daskcaps/net/tls.h"
 

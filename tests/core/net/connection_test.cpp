@@ -1,3 +1,4 @@
+#include "core/net/internal/resolve.h"
 #include "core/net/internal/connection.h"
 
 #include <doctest/doctest.h>
