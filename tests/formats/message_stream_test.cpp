@@ -1,4 +1,5 @@
 #include "formats/internal/message_stream.h"
+#include "core/wire/internal/frame_decoder.h"
 
 #include <doctest/doctest.h>
 

@@ -23,6 +23,7 @@
 #include "core/recode/internal/cut_through.h"
 #include "core/wire/internal/assembler.h"
 #include "daskcaps/wire/frames.h"
+#include "core/wire/internal/frame_decoder.h"
 #include "daskcaps/wire/message.h"
 #include "fuzz_common.h"
 

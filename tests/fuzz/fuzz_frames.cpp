@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "daskcaps/wire/frames.h"
+#include "core/wire/internal/frame_decoder.h"
 #include "formats/internal/message_stream.h"
 #include "fuzz_common.h"
 

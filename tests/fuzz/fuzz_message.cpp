@@ -23,6 +23,7 @@
 
 #include "daskcaps/recode/describe.h"
 #include "daskcaps/wire/frames.h"
+#include "core/wire/internal/frame_decoder.h"
 #include "daskcaps/wire/message.h"
 #include "daskcaps/recode/transcode.h"
 #include "fuzz_common.h"

@@ -33,6 +33,7 @@
 #include "core/recode/internal/stream_recode.h"
 #include "daskcaps/recode/transcode.h"
 #include "daskcaps/wire/frames.h"
+#include "core/wire/internal/frame_decoder.h"
 #include "daskcaps/wire/message.h"
 #include "fuzz_common.h"
 

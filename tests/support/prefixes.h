@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "core/wire/internal/frame_decoder.h"
 #include "daskcaps/base/bytes.h"
 
 namespace testsupport {

@@ -19,7 +19,7 @@
 // the op: docs/protocol.md §7.2) or an uncaught-error map whose exception_text we keep
 // (docs/protocol.md §7.5).
 //
-// Messages are cut with core/wire/frames.h decode_frames under the caller's
+// Messages are cut with core/wire/internal/frame_decoder.h decode_frames under the caller's
 // Limits, so a declared length of 2^60 is an error before any allocation,
 // and memory grows only with bytes actually received.
 //
@@ -32,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/wire/internal/frame_decoder.h"
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/limits.h"
 #include "daskcaps/base/result.h"

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "daskcaps/wire/frames.h"
+#include "core/wire/internal/frame_decoder.h"
 
 namespace daskcaps {
 

@@ -62,6 +62,7 @@
 #include <span>
 #include <vector>
 
+#include "core/wire/internal/frame_decoder.h"
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/limits.h"
 #include "daskcaps/base/page_buffer.h"

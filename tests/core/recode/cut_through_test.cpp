@@ -9,6 +9,7 @@
 #include "core/wire/internal/assembler.h"
 #include "daskcaps/wire/codec.h"
 #include "daskcaps/wire/frames.h"
+#include "core/wire/internal/frame_decoder.h"
 #include "daskcaps/wire/message.h"
 #include "support/dask_builder.h"
 #include "support/test_bytes.h"

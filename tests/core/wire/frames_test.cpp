@@ -1,4 +1,5 @@
 #include "daskcaps/wire/frames.h"
+#include "core/wire/internal/frame_decoder.h"
 
 #include <doctest/doctest.h>
 
