@@ -1,6 +1,6 @@
 // Frames decoded to raw into blocks used again (DecodedBlocks in
 // core/recode/detail/decoded_blocks.cpp), for the object recoder of
-// core/recode/transcode.cpp: a fresh large block costs a page fault and a
+// core/recode/detail/object_recoder.cpp: a fresh large block costs a page fault and a
 // zeroed page for every 4 KiB the decoder writes (bench/RESULTS.md,
 // "Transcode in windows", counts them); a block used again costs neither.
 // The blocks in existence (held and kept) are never more than were held at

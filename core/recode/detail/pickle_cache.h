@@ -1,4 +1,4 @@
-// The recoded small pickles of core/recode/transcode.cpp's object recoder:
+// The recoded small pickles of the object recoder (object_recoder.h):
 // pickles without buffers of at most kMaxPickleBytes (a class reference in
 // every type-serialized header comes again and again), by their bytes, the
 // recode options and the pickle limits, which are all the pickle engine's

@@ -535,7 +535,7 @@ TEST_CASE("transcode: errors name the object they concern") {
   CHECK(*kept == rmm->raw.memory_frames());
 }
 
-// Known bug, left to the owners of core/recode/transcode.cpp: the error
+// Known bug, left to the owners of core/recode/detail/object_recoder.cpp: the error
 // names the object twice ("buf: buf: rmm..."): recode_serialized() puts
 // obj.path into `what` and transcode_message() adds it again as context.
 // should_fail: this case fails the suite once the message is fixed, so that
