@@ -123,6 +123,7 @@ class Link:
         try:
             raw = dask_caps.decompress(codec, frame)
         except Exception:  # noqa: BLE001 - a frame the core cannot read goes as it came
+            self.stats.relayed_recode_failures += 1
             return None
         found, choice = self._choose(raw)
         if not found or choice == "none" or choice == codec:
@@ -131,6 +132,7 @@ class Link:
         if coded is None or len(coded) >= memoryview(frame).nbytes:
             return None
         self.stats.count_written(choice, len(coded))
+        self.stats.relayed_recodes += 1
         return choice, coded
 
     def _choose(self, payload):

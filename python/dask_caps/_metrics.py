@@ -17,6 +17,10 @@ distributed.dashboard.prometheus.namespace ("dask"), the subsystem "caps":
   dask_caps_recodes_total                    messages recoded for their recipient
   dask_caps_recode_failures_total            messages the core could not recode
                                              (sent unchanged)
+  dask_caps_relayed_recodes_total            relayed frames in another codec than
+                                             the link's, recoded into the link's
+  dask_caps_relayed_recode_failures_total    relayed frames the core could not
+                                             decode (sent as they came)
   dask_caps_peers_total{kind}                connections whose peer "published"
                                              capabilities, or was "plain"
 
@@ -36,6 +40,8 @@ class Stats:
         self.changes: dict = {}        # peer kind -> count
         self.recodes = 0
         self.recode_failures = 0
+        self.relayed_recodes = 0
+        self.relayed_recode_failures = 0
         self.peers: dict = {"published": 0, "plain": 0}
         self.collector = None
 
@@ -117,6 +123,11 @@ class _Collector:
         yield CounterMetricFamily(self._name("recodes"), "Messages recoded for their recipient", value=s.recodes)
         yield CounterMetricFamily(self._name("recode_failures"), "Messages the core could not recode (sent unchanged)",
                                   value=s.recode_failures)
+        yield CounterMetricFamily(self._name("relayed_recodes"),
+                                  "Relayed frames recoded into the codec of the link they go on", value=s.relayed_recodes)
+        yield CounterMetricFamily(self._name("relayed_recode_failures"),
+                                  "Relayed frames the core could not decode (sent as they came)",
+                                  value=s.relayed_recode_failures)
         peers = CounterMetricFamily(self._name("peers"), "Connections by what the peer published", labels=["kind"])
         for kind, n in sorted(s.peers.items()):
             peers.add_metric([kind], n)

@@ -975,6 +975,13 @@ def link_written() -> dict:
     return {codec: {"frames": n, "bytes": b} for codec, (n, b) in STATE.stats.written.items()}
 
 
+def relayed_recodes() -> dict:
+    """Relayed frames in another codec than the link's that this process
+    recoded into the link's ("recoded"), and those the core could not
+    decode, which went as they came ("failed")."""
+    return {"recoded": STATE.stats.relayed_recodes, "failed": STATE.stats.relayed_recode_failures}
+
+
 def plan_for(recipient):
     """The plan for what this process writes to the peer whose handshake
     (comm.remote_info, context["recipient"] in dumps) is `recipient`, or None."""

@@ -318,11 +318,21 @@ class PluginRules:
             original = plain_dumps(msg, context={"compression": None})
             header_before = dict(msg["data"]["k"].header)
             before = plugin.link_written().get("zstd", {}).get("frames", 0)
+            recodes_before = plugin.relayed_recodes()
             to_zstd = write_pinned(msg, "zstd")
             as_lz4 = write_pinned(msg, "lz4")
             unknown = write_pinned(msg, None)
+            recodes_after = plugin.relayed_recodes()
+            # A frame that says lz4 but is not: it goes as it came, counted.
+            bad = relayed("lz4")
+            k = bad["data"]["k"]
+            bad["data"]["k"] = type(k)(k.header, [b"\\x7f" * 20_000 for _ in k.frames])
+            garbled = write_pinned(bad, "zstd")
             value = loads(to_zstd)["data"]["k"]
             report(to_zstd=codecs_of(to_zstd), as_lz4=codecs_of(as_lz4), unknown=codecs_of(unknown),
+                   recoded=recodes_after["recoded"] - recodes_before["recoded"],
+                   failed=plugin.relayed_recodes()["failed"] - recodes_before["failed"],
+                   garbled=codecs_of(garbled),
                    zstd_frames=plugin.link_written()["zstd"]["frames"] - before,
                    smaller=sum(map(len, to_zstd)) < sum(map(len, original)),
                    lz4_same=[bytes(a) == bytes(b) for a, b in zip(as_lz4, original)],
@@ -332,6 +342,9 @@ class PluginRules:
         """)
         self.assertEqual(got["to_zstd"], ["zstd"])
         self.assertEqual(got["zstd_frames"], 1, got)
+        self.assertEqual(got["recoded"], 1, got)
+        self.assertEqual(got["failed"], 1, got)
+        self.assertEqual(got["garbled"], ["lz4"], got)
         self.assertTrue(got["smaller"])
         self.assertEqual(got["as_lz4"], ["lz4"])
         self.assertTrue(all(got["lz4_same"]), got["lz4_same"])

@@ -73,6 +73,8 @@ class PluginMetrics:
             self.assertGreaterEqual(value(text, "dask_caps_peers_total", 'kind="published"') or 0, 1, text[-3000:])
             self.assertIsNotNone(value(text, "dask_caps_recodes_total"), text[-3000:])
             self.assertIsNotNone(value(text, "dask_caps_recode_failures_total"), text[-3000:])
+            self.assertIsNotNone(value(text, "dask_caps_relayed_recodes_total"), text[-3000:])
+            self.assertIsNotNone(value(text, "dask_caps_relayed_recode_failures_total"), text[-3000:])
         # The worker wrote its results in the pinned codec, to a peer with the plugin.
         self.assertGreaterEqual(value(worker, "dask_caps_written_frames_total", 'codec="zstd"') or 0, 1,
                                 worker[-3000:] + logs[-3000:])
