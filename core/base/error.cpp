@@ -32,6 +32,10 @@ std::string_view to_string(Errc code) {
 
 Error& Error::add_context(std::string_view outer) {
   if (outer.empty()) return *this;
+  // A context that is `outer` already, or a path inside it ("data['x'][0]"
+  // inside "data['x']"), names it: it is not named twice.
+  if (context.starts_with(outer) && (context.size() == outer.size() || context[outer.size()] == '['))
+    return *this;
   context = context.empty() ? std::string(outer) : std::string(outer) + ": " + context;
   return *this;
 }

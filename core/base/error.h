@@ -50,7 +50,9 @@ struct Error {
 
   bool has_offset() const { return offset != kNoOffset; }
 
-  /// Adds an outer context, e.g. "message 3" around "frame 2". Returns *this.
+  /// Adds an outer context, e.g. "message 3" around "frame 2", unless the
+  /// context is `outer` already or a path inside it ("data['x'][0]" inside
+  /// "data['x']"). Returns *this.
   Error& add_context(std::string_view outer);
 
   /// "message 3: frame 2 @0x3a0: <what>"; parts that are unknown are left out.

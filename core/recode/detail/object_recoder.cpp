@@ -335,9 +335,14 @@ Status ObjectRecoder::convert_layout(SubObject& obj) {
       changed_ = true;
       continue;
     }
-    std::string what = obj.path + r.path + ": " + r.type + " cannot become a CPU object: " + r.reason;
-    if (!opt_.keep_unconvertible) return make_error(Errc::unsupported, what + " (" + option_name("keep_unconvertible", OptionKind::option) + " leaves it as it is)");
-    rep_.unconvertible.push_back(std::move(what));
+    std::string what = r.type + " cannot become a CPU object: " + r.reason;
+    // The error names the object by its whole path, which the caller's
+    // context (the object's own path) then does not repeat.
+    if (!opt_.keep_unconvertible)
+      return make_error(Errc::unsupported,
+                        what + " (" + option_name("keep_unconvertible", OptionKind::option) + " leaves it as it is)")
+          .add_context(obj.path + r.path);
+    rep_.unconvertible.push_back(obj.path + r.path + ": " + what);
   }
   return {};
 }

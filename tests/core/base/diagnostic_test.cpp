@@ -76,3 +76,18 @@ TEST_CASE("diagnostic: the man page lists every kind under DIAGNOSTICS") {
     CHECK(listed);
   }
 }
+
+TEST_CASE("error: a context that already names the outer one is not named twice") {
+  Error e = make_error(Errc::unsupported, "cupy.ndarray cannot become a CPU object");
+  e.add_context("data['x'][0][0]");
+  e.add_context("data['x']");  // the path inside it names it already
+  CHECK(e.message() == "data['x'][0][0]: cupy.ndarray cannot become a CPU object");
+  e.add_context("data['x'][0][0]");  // the same context
+  e.add_context("message 3");
+  CHECK(e.message() == "message 3: data['x'][0][0]: cupy.ndarray cannot become a CPU object");
+  // A context that only begins with the same letters is another one.
+  Error f = make_error(Errc::bad_value, "odd");
+  f.add_context("data2");
+  f.add_context("data");
+  CHECK(f.message() == "data: data2: odd");
+}

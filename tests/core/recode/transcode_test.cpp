@@ -535,12 +535,9 @@ TEST_CASE("transcode: errors name the object they concern") {
   CHECK(*kept == rmm->raw.memory_frames());
 }
 
-// Known bug, left to the owners of core/recode/detail/object_recoder.cpp: the error
-// names the object twice ("buf: buf: rmm..."): recode_serialized() puts
-// obj.path into `what` and transcode_message() adds it again as context.
-// should_fail: this case fails the suite once the message is fixed, so that
-// the marker is removed then.
-TEST_CASE("transcode: an unconvertible object is named once in its error" * doctest::should_fail()) {
+// The error names the object once: the recoder gives its whole path as the
+// error's context, and the caller's context (the same path) is not added.
+TEST_CASE("transcode: an unconvertible object is named once in its error") {
   auto rmm_class = pickle::class_reference_pickle("rmm._lib.device_buffer", "DeviceBuffer");
   REQUIRE(rmm_class);
   Value rh = map({{"type-serialized", Value::bin(*rmm_class)},
