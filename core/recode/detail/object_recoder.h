@@ -39,6 +39,8 @@ class ObjectRecoder {
                 std::vector<std::pair<std::size_t, ErrorPart>> error_objects)
       : opt_(opt), rep_(rep), storage_(storage), error_objects_(std::move(error_objects)) {}
 
+  // `obj` recoded whole, its frames in memory: its layout, its pickles,
+  // its codecs (a __Pickled__ object's buffers always go raw).
   Status recode(SubObject& obj);
 
   // True when recode() may change `obj`'s data frames other than by their
