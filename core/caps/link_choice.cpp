@@ -230,6 +230,9 @@ Result<LinkChooser> LinkChooser::make(ChooserOptions options) {
   if (o.pin && o.pin->codec == Codec::zstd && o.pin->level != 0 && (o.pin->level < 1 || o.pin->level > 22))
     return make_error(Errc::usage, "link choice: zstd level " + std::to_string(o.pin->level) +
                                        ": zstd levels are 1 to 22");
+  // A pin is the connection's choice from the start (same host: Dask's
+  // rule, none, is, and the connection has no choice of its own).
+  if (o.pin && !o.same_host) chooser.current_ = *o.pin;
   chooser.take_host_rate();
   return chooser;
 }

@@ -279,7 +279,8 @@ class LinkChooser {
   /// candidate beats none at a sample ratio of 0 (rule 3). False: every
   /// frame goes as the caller would send it anyway (raw, or unknown).
   bool may_code() const;
-  /// The connection's current choice; nullopt before the first.
+  /// The connection's current choice; nullopt before the first. A pin is
+  /// the choice from the start (not on the same host).
   const std::optional<CodecChoice>& current() const { return current_; }
   /// Whether the last choose() changed the connection's choice.
   bool changed() const { return changed_; }

@@ -114,10 +114,11 @@ class Link:
         """A relayed frame that came in `codec` (a core codec): (codec, bytes)
         in the codec the link calls for where that is another codec and
         its bytes are fewer, else None (the frame goes as it came). The
-        frame is decoded only where the connection's choice is not already
-        `codec`; what the link calls for is then chosen on its raw bytes,
-        as for any frame (one vote, one count)."""
-        current = self.chooser.current
+        frame is decoded only where the connection's choice (a pin
+        included) is not already `codec`, at any zstd level; what the link
+        calls for is then chosen on its raw bytes, as for any frame (one
+        vote, one count)."""
+        current = self.chooser.current_codec
         if current == codec or current == "none":
             return None
         try:

@@ -134,6 +134,11 @@ class PyLinkChooser {
     return read([](const link::LinkChooser& c) { return std::string(c.rate_source()); });
   }
   py::object current() { return choice_or_none(read([](const link::LinkChooser& c) { return c.current(); })); }
+  py::object current_codec() {
+    const auto c = read([](const link::LinkChooser& ch) { return ch.current(); });
+    if (!c) return py::none();
+    return py::str(std::string(codec_name(c->codec)));
+  }
   py::list candidates() {
     const auto all = read([](const link::LinkChooser& c) { return c.candidates(); });
     py::list out;
@@ -193,6 +198,9 @@ void register_link_chooser(py::module_& m) {
       .def_property_readonly("last_change", &PyLinkChooser::last_change,
                              "The last change as a dict (\"line\": one line for the log), or None.")
       .def_property_readonly("current", &PyLinkChooser::current, "The connection's choice (\"zstd-1\", ...), or None.")
+      .def_property_readonly("current_codec", &PyLinkChooser::current_codec,
+                             "The codec of the connection's choice, as Dask names a frame's (\"zstd\" for any "
+                             "level), or None.")
       .def_property_readonly("rate", &PyLinkChooser::rate, "The link's rate in bytes per second, or None.")
       .def_property_readonly("rate_source", &PyLinkChooser::rate_source, "\"tcp\", \"tcp floor\", \"host\", \"writes\" or \"unknown\" (LinkChooser::rate_source).")
       .def_property_readonly("rtt", &PyLinkChooser::rtt, "The last RTT TCP_INFO gave, in seconds, or None.")

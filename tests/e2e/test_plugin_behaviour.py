@@ -328,11 +328,21 @@ class PluginRules:
             k = bad["data"]["k"]
             bad["data"]["k"] = type(k)(k.header, [b"\\x7f" * 20_000 for _ in k.frames])
             garbled = write_pinned(bad, "zstd")
+            # Under a link whose choice is the frame's codec (at any zstd
+            # level), the frame is not decoded at all: garbled, it passes
+            # and no failure is counted.
+            failed_mid = plugin.relayed_recodes()["failed"]
+            kept = write_pinned(bad, "lz4")
+            bad_z = relayed("zstd")
+            kz = bad_z["data"]["k"]
+            bad_z["data"]["k"] = type(kz)(kz.header, [b"\\x7f" * 20_000 for _ in kz.frames])
+            kept_z = write_pinned(bad_z, "zstd-3")
             value = loads(to_zstd)["data"]["k"]
             report(to_zstd=codecs_of(to_zstd), as_lz4=codecs_of(as_lz4), unknown=codecs_of(unknown),
                    recoded=recodes_after["recoded"] - recodes_before["recoded"],
                    failed=plugin.relayed_recodes()["failed"] - recodes_before["failed"],
-                   garbled=codecs_of(garbled),
+                   garbled=codecs_of(garbled), kept=codecs_of(kept), kept_z=codecs_of(kept_z),
+                   not_decoded=plugin.relayed_recodes()["failed"] - failed_mid,
                    zstd_frames=plugin.link_written()["zstd"]["frames"] - before,
                    smaller=sum(map(len, to_zstd)) < sum(map(len, original)),
                    lz4_same=[bytes(a) == bytes(b) for a, b in zip(as_lz4, original)],
@@ -345,6 +355,7 @@ class PluginRules:
         self.assertEqual(got["recoded"], 1, got)
         self.assertEqual(got["failed"], 1, got)
         self.assertEqual(got["garbled"], ["lz4"], got)
+        self.assertEqual((got["kept"], got["kept_z"], got["not_decoded"]), (["lz4"], ["zstd"], 0), got)
         self.assertTrue(got["smaller"])
         self.assertEqual(got["as_lz4"], ["lz4"])
         self.assertTrue(all(got["lz4_same"]), got["lz4_same"])

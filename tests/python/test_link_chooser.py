@@ -123,6 +123,9 @@ class Choice(unittest.TestCase):
         slow(small)
         self.assertEqual(small.choose(DATA[:5000]), "none")
         pinned = _core.LinkChooser(ALL, pin="zstd-3")
+        # The pin is the connection's choice from the start; its codec is
+        # named as Dask names a frame's.
+        self.assertEqual((pinned.current, pinned.current_codec), ("zstd-3", "zstd"))
         self.assertEqual(pinned.choose(DATA), "zstd")
         self.assertEqual(pinned.level, 3)
         # maybe_compress's ratio is the release's, from the core.

@@ -248,7 +248,12 @@ TEST_CASE("link choice: Dask's rules first: small frames, same host and a pin") 
   ChooserOptions pinned = options();
   pinned.pin = CodecChoice{Codec::zstd, 3};
   auto pin = chooser(pinned);
+  REQUIRE(pin.current());  // the pin is the connection's choice from the start
+  CHECK(*pin.current() == CodecChoice{Codec::zstd, 3});
   CHECK(pin.choose(data) == CodecChoice{Codec::zstd, 3});  // even before the link is known
+  CHECK(pin.changes() == 0);
+  pinned.same_host = true;  // Dask's rule: none, and no choice of the connection's own
+  CHECK_FALSE(chooser(pinned).current());
   CHECK(pin.choose(small) == CodecChoice{});
 
   ChooserOptions levels = options();
