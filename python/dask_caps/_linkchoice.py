@@ -65,7 +65,8 @@ _current = threading.local()
 class Link:
     """The codec choice of one connection, in the direction this process writes."""
 
-    __slots__ = ("chooser", "peer", "peer_kind", "ratio", "stats", "comm_ref", "host", "__weakref__")
+    __slots__ = ("chooser", "peer", "peer_kind", "ratio", "stats", "comm_ref", "host", "undecided",
+                 "__weakref__")
 
     def __init__(self, receiver_codecs, *, same_host: bool, pin, dask_release: str, peer: str,
                  peer_kind: str, stats, comm=None, host: str = ""):
@@ -84,6 +85,9 @@ class Link:
         # raw one (the core's, for this release: core/wire/dask_release.h)
         self.ratio = self.chooser.ratio
         self.stats = stats  # the plugin's counters (dask_caps/_metrics.py)
+        # What the chooser knew of the link when a relayed frame it decoded
+        # left it undecided (recode()); None once it decided.
+        self.undecided = None
         # The connection, weakly (its socket is read before large frames);
         # None where there is none or it cannot be referred to weakly.
         self.comm_ref = None
@@ -117,9 +121,14 @@ class Link:
         frame is decoded only where the connection's choice (a pin
         included) is not already `codec`, at any zstd level; what the link
         calls for is then chosen on its raw bytes, as for any frame (one
-        vote, one count)."""
+        vote, one count). A connection with no choice yet that a decoded
+        frame left undecided (a rate borrowed from its host, a close call)
+        decodes no more relayed frames until its rate or its source
+        changes (docs/link-choice.md, "Relayed data")."""
         current = self.chooser.current_codec
         if current == codec or current == "none":
+            return None
+        if current is None and self.undecided is not None and self.undecided == self._knows():
             return None
         try:
             raw = dask_caps.decompress(codec, frame)
@@ -127,6 +136,7 @@ class Link:
             self.stats.relayed_recode_failures += 1
             return None
         found, choice = self._choose(raw)
+        self.undecided = None if found else self._knows()
         if not found or choice == "none" or choice == codec:
             return None
         coded = self._encode(choice, raw)
@@ -135,6 +145,14 @@ class Link:
         self.stats.count_written(choice, len(coded))
         self.stats.relayed_recodes += 1
         return choice, coded
+
+    def _knows(self):
+        """What the chooser knows of the link that could decide a frame: its
+        rate, and where the rate comes from."""
+        try:
+            return self.chooser.rate_source, self.chooser.rate
+        except Exception:  # noqa: BLE001 - never out of Dask's comm code
+            return None
 
     def _choose(self, payload):
         """(True, the codec or "none") the chooser names for `payload`, or

@@ -364,6 +364,52 @@ class PluginRules:
         self.assertTrue(got["equal"])
         self.assertTrue(got["untouched"])
 
+    def test_a_relayed_frame_that_left_the_link_undecided_is_not_decoded_again(self):
+        # A connection with no choice yet decodes a relayed frame in another
+        # codec to choose for it; where the chooser names nothing for it
+        # (a rate borrowed from the host, a close call), the next frames go
+        # as they came without a decode, until what the chooser knows of
+        # the link changes. The chooser is a stand-in that stays undecided.
+        got = run(self.dask, """
+            from dask_caps import _linkchoice, _metrics
+
+            class Undecided:
+                current_codec = None
+                rate_source, rate = "host", 1.2e8
+                changed, last_change = False, None
+                def choose(self, payload):
+                    return None
+                def observe_socket(self, fd):
+                    return False
+                def take_host_rate(self):
+                    return False
+
+            decoded = []
+            real = _linkchoice.dask_caps.decompress
+            def counting(codec, data, *args, **kwargs):
+                decoded.append(codec)
+                return real(codec, data, *args, **kwargs)
+            _linkchoice.dask_caps.decompress = counting
+            stats = _metrics.Stats()
+            link = _linkchoice.Link(["zstd", "lz4"], same_host=False, pin=None, dask_release=plugin._DASK_RELEASE,
+                                    peer="tcp://127.0.0.9:1234", peer_kind="plain", stats=stats)
+            link.chooser = chooser = Undecided()
+            frame = dask_caps.compress("lz4", (np.arange(300_000) * 1.5).tobytes())
+            first = [link.recode(frame, "lz4") for _ in range(3)]
+            after_three = len(decoded)
+            chooser.rate_source, chooser.rate = "tcp", 2.5e8   # its own span closed
+            again = link.recode(frame, "lz4")
+            after_change = len(decoded)
+            link.recode(frame, "lz4")
+            _linkchoice.dask_caps.decompress = real
+            report(first=first, again=again, after_three=after_three, after_change=after_change,
+                   after_repeat=len(decoded), failed=stats.relayed_recode_failures)
+        """)
+        self.assertEqual(got["first"], [None, None, None], got)
+        self.assertIsNone(got["again"], got)
+        self.assertEqual((got["after_three"], got["after_change"], got["after_repeat"]), (1, 2, 2), got)
+        self.assertEqual(got["failed"], 0, got)
+
     def test_relayed_data_nested_and_shared_is_coded_once_each(self):
         # One object under two keys, another in a list, and a small one:
         # each large object is coded once, the small one stays as it came,
