@@ -70,6 +70,22 @@ Result<std::uint64_t> copy_frame(const Message& message, std::size_t index, Mess
   return done;
 }
 
+// The message as it came, with a prelude of its lengths, from the start of
+// `out`: what transcode_message gives when nothing was recoded.
+Result<std::uint64_t> write_as_it_came(const Message& in, std::span<const std::uint64_t> in_sizes, MessageSink& out,
+                                       TranscodeReport& report) {
+  const Buffer prelude = encode_prelude(in_sizes);
+  if (Status s = out.write_at(0, prelude); !s) return std::move(s).error();
+  std::uint64_t at = prelude.size();
+  for (std::size_t i = 0; i < in_sizes.size(); ++i) {
+    auto k = copy_frame(in, i, out, at);
+    if (!k) return std::move(k).error();
+    at += *k;
+  }
+  report.bytes_out += at - prelude.size();
+  return at;
+}
+
 }  // namespace
 
 bool in_place_applies(const Message& message, const TranscodeOptions& options) {
@@ -175,19 +191,7 @@ Result<std::uint64_t> transcode_message_in_place(const Message& in, const Transc
 
   // Nothing recoded: the message as it came (transcode_message returns its
   // frames untouched), with a prelude of its lengths.
-  if (!changes) {
-    std::uint64_t at = 0;
-    const Buffer prelude = encode_prelude(in_sizes);
-    if (Status s = out.write_at(0, prelude); !s) return std::move(s).error();
-    at = prelude.size();
-    for (std::size_t i = 0; i < n; ++i) {
-      auto k = copy_frame(in, i, out, at);
-      if (!k) return std::move(k).error();
-      at += *k;
-    }
-    report.bytes_out += at - prelude.size();
-    return at;
-  }
+  if (!changes) return write_as_it_came(in, in_sizes, out, report);
 
   auto provisional = assemble_message(m, /*root_unchanged=*/!*root_changed);
   if (!provisional) return std::move(provisional).error();
@@ -198,12 +202,27 @@ Result<std::uint64_t> transcode_message_in_place(const Message& in, const Transc
   if (Status s = out.write_at(at, root.span()); !s) return std::move(s).error();
   out_sizes[0] = root.size();
   at += root.size();
+  // Whether a frame or a sub-header really changed (a frame planned for a
+  // codec may stay raw), and whether every frame written so far is the
+  // input's own bytes: where nothing changed, transcode_message gives the
+  // message as it came, and so must this, even where re-encoding a
+  // sub-header would write it otherwise (a positive int as int32).
+  bool changed = *root_changed || objects.changed();
+  bool as_it_came = n_out == n && !in.raw.frames.empty() && !in.raw.frames[0].is_stored() &&
+                    root.span().size() == in.raw.frames[0].size() &&
+                    std::equal(root.span().begin(), root.span().end(), in.raw.frames[0].bytes().span().begin());
+  auto same_header = [&](const SubObject& obj, const Bytes& header) {
+    const WireFrame& f = in.raw.frames[obj.header_frame];
+    return !f.is_stored() && header.size() == f.size() &&
+           std::equal(header.span().begin(), header.span().end(), f.bytes().span().begin());
+  };
 
   std::size_t j = 1;  // output frame index
   for (std::size_t o = 0; o < m.objects.size(); ++o) {
     SubObject& obj = m.objects[o];
     if (whole[o]) {
       // Recoded already, in memory: its sub-header and frames as they are.
+      as_it_came = as_it_came && same_header(in.objects[o], (*provisional)[j]);
       for (std::size_t i = 0; i <= obj.frames.size(); ++i) {
         const Bytes& f = (*provisional)[j + i];
         if (Status s = out.write_at(at, f.span()); !s) return std::move(s).error();
@@ -215,6 +234,7 @@ Result<std::uint64_t> transcode_message_in_place(const Message& in, const Transc
     }
     if (inlined[o]) {
       // The new pickle with its buffers, shard by shard.
+      changed = true;
       const InlinePlan& p = *inlined[o];
       const std::uint64_t header_at = at;
       const std::uint64_t room = (*provisional)[j].size();
@@ -279,7 +299,9 @@ Result<std::uint64_t> transcode_message_in_place(const Message& in, const Transc
       set_frame_compression(obj, final_entries);
     else
       obj.header = std::move(headers[o]);
+    changed |= any;
     const Bytes header = encode_sub_header(obj);
+    as_it_came = as_it_came && same_header(in.objects[o], header);
     if (header.size() != room) {
       // A frame written raw after all: the sub-header is shorter than the
       // room left for it, and the object's frames move back.
@@ -298,6 +320,7 @@ Result<std::uint64_t> transcode_message_in_place(const Message& in, const Transc
     out_sizes[j++] = *k;
     at += *k;
   }
+  if (!changed && !as_it_came) return write_as_it_came(in, in_sizes, out, report);
   if (Status s = out.write_at(0, encode_prelude(out_sizes)); !s) return std::move(s).error();
   for (std::uint64_t k : out_sizes) report.bytes_out += k;
   return at;

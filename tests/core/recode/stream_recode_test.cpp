@@ -338,6 +338,38 @@ TEST_CASE("stream_recode: frames written raw after all move the object's frames 
   check_in_place(message_of({c}), to(Codec::zstd));
 }
 
+TEST_CASE("stream_recode: a message nothing changes in comes out as it came, non-canonical msgpack included") {
+  // A sub-header with a positive int written as int32 (0xd2), as no Dask
+  // writes it: encoded again it would be a uint32 (0xce). Its one raw frame
+  // of random bytes is planned for zstd and stays raw, so nothing changes:
+  // transcode_message gives the message as it came, and in place must too
+  // (found by fuzz_stream_recode, tests/fuzz/regressions/stream_recode/).
+  Value h = numpy_header("|u1", 50000, 1, {Value::nil()});
+  h.set("num-sub-frames", num(1));
+  Buffer header = msgpack::encode(h);
+  REQUIRE(header.size() > 0);
+  REQUIRE(header[0] >= 0x80);
+  REQUIRE(header[0] < 0x8f);
+  header[0] = static_cast<std::uint8_t>(header[0] + 1);  // one more entry: "x": int32 5
+  const std::uint8_t extra[] = {0xa1, 'x', 0xd2, 0x00, 0x00, 0x00, 0x05};
+  header.append(extra, sizeof extra);
+  std::vector<Buffer> frames;
+  frames.push_back(msgpack::encode(map({{"op", str("echo")}, {"x0", placeholder("__Serialized__", 1)}})));
+  frames.push_back(std::move(header));
+  frames.push_back(random_bytes(50000, 9));
+  auto m = parse_message(frames_of(std::move(frames)));
+  REQUIRE(m);
+  TranscodeOptions o = to(Codec::zstd);
+  check_in_place(*m, o);
+  MemorySink sink;
+  TranscodeReport r;
+  auto size = transcode_message_in_place(*m, o, r, sink);
+  REQUIRE(size);
+  sink.bytes_.resize_uninitialised(static_cast<std::size_t>(*size));
+  CHECK(sink.bytes_ == wire_of(m->raw.memory_frames()));
+  CHECK(r.frames_recompressed == 0);
+}
+
 TEST_CASE("stream_recode: errors name the object and frame, as transcode_message's do") {
   Part a;
   Buffer bad = frame_of(Codec::lz4, walk(2 << 20, 1));
