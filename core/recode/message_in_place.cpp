@@ -208,13 +208,10 @@ Result<std::uint64_t> transcode_message_in_place(const Message& in, const Transc
   // message as it came, and so must this, even where re-encoding a
   // sub-header would write it otherwise (a positive int as int32).
   bool changed = *root_changed || objects.changed();
-  bool as_it_came = n_out == n && !in.raw.frames.empty() && !in.raw.frames[0].is_stored() &&
-                    root.span().size() == in.raw.frames[0].size() &&
-                    std::equal(root.span().begin(), root.span().end(), in.raw.frames[0].bytes().span().begin());
+  // (A stored frame's bytes() is empty, so it never compares equal.)
+  bool as_it_came = n_out == n && root == in.raw.frames[0].bytes();
   auto same_header = [&](const SubObject& obj, const Bytes& header) {
-    const WireFrame& f = in.raw.frames[obj.header_frame];
-    return !f.is_stored() && header.size() == f.size() &&
-           std::equal(header.span().begin(), header.span().end(), f.bytes().span().begin());
+    return header == in.raw.frames[obj.header_frame].bytes();
   };
 
   std::size_t j = 1;  // output frame index
