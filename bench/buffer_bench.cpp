@@ -1,4 +1,4 @@
-// Appending to a Buffer (core/base/buffer.h) against its floor, memcpy into
+// Appending to a Buffer (core/base/bytes.h) against its floor, memcpy into
 // room made once, and against what Buffer was before it: std::vector of
 // bytes with a non-standard allocator, growing by insert().
 //   buffer_bench [MIB [RUNS]]        default 256 MiB, best of 7
@@ -28,7 +28,7 @@
 #include <sys/mman.h>
 
 #include "bench_timing.h"
-#include "daskcaps/base/buffer.h"
+#include "daskcaps/base/bytes.h"
 
 using namespace daskcaps;
 

@@ -20,7 +20,6 @@
 #include "daskcaps/net/address.h"
 #include "daskcaps/net/tls.h"
 #include "daskcaps/net/rpc.h"
-#include "daskcaps/net/survey.h"
 
 using namespace daskcaps;
 

@@ -4,8 +4,8 @@
 //   [--timeout S] [--workers]
 //   [--as PROBE] [--tls-ca-file F --tls-cert F --tls-key F]
 //
-// Wires options into core: probe files are read (core/caps/probe_file.h), live
-// endpoints queried (core/net/rpc.h; --workers surveys with core/net/survey.h), the
+// Wires options into core: probe files are read (core/caps/probe.h), live
+// endpoints queried (core/net/rpc.h; --workers surveys with core/net/rpc.h), the
 // report built (core/caps/caps_report.h), judged by the policy and compared with
 // the baseline (core/caps/gate.h), and rendered (cli/render_check.h,
 // cli/render_sarif.h).
@@ -47,10 +47,8 @@
 #include "daskcaps/caps/caps_report.h"
 #include "daskcaps/caps/gate.h"
 #include "daskcaps/caps/probe.h"
-#include "daskcaps/caps/probe_file.h"
 #include "daskcaps/net/address.h"
 #include "daskcaps/net/rpc.h"
-#include "daskcaps/net/survey.h"
 #include "daskcaps/net/tls.h"
 
 namespace daskcaps::cli {

@@ -10,12 +10,11 @@
 #include <vector>
 
 #include "daskcaps/base/diagnostic.h"
-#include "daskcaps/base/error.h"
+#include "daskcaps/base/result.h"
 #include "daskcaps/base/limits.h"
 #include "daskcaps/base/option_name.h"
 #include "daskcaps/wire/msgpack.h"
-#include "daskcaps/base/result.h"
-#include "daskcaps/recode/describe_json.h"
+#include "daskcaps/recode/describe.h"
 
 namespace CLI {
 class App;
@@ -50,7 +49,7 @@ Json json_document(std::string_view schema);
 /// library in its headers), to put into a document.
 Json json_value(const std::string& text);
 
-// msgpack_to_json() and diagnostics_json() are daskcaps/recode/describe_json.h
+// msgpack_to_json() and diagnostics_json() are daskcaps/recode/describe.h
 // (JSON text: json_value() reads it).
 
 /// A JSON document as printed: two-space indent and a final newline.

@@ -18,7 +18,6 @@
 #include "daskcaps/base/atomic_file.h"
 #include "daskcaps/caps/caps.h"
 #include "daskcaps/caps/probe.h"
-#include "daskcaps/caps/probe_file.h"
 #include "daskcaps/wire/msgpack.h"
 
 namespace daskcaps::cli {

@@ -8,7 +8,7 @@
 #include "cli/common.h"
 #include "daskcaps/caps/caps_report.h"
 #include "daskcaps/caps/gate.h"
-#include "daskcaps/caps/pair_json.h"
+#include "daskcaps/caps/negotiate.h"
 #include "daskcaps/wire/msgpack.h"
 
 namespace daskcaps::cli {
@@ -16,7 +16,7 @@ namespace daskcaps::cli {
 inline constexpr const char* kCheckSchema = "dask-caps.check/1";
 
 // One finding and one pair as the check document writes them (the SARIF
-// properties too): core/caps/pair_json.h, shared with the Python module.
+// properties too): core/caps/negotiate.h, shared with the Python module.
 
 /// The check document. With the gate's policy: "policy" (the effective
 /// policy document) and "ignored"; with its baseline: "baseline" on every

@@ -1,5 +1,5 @@
 // Renders inspect reports (core/recode/describe.h) as readable text; their
-// JSON is core/recode/describe_json.h, shared with the Python module.
+// JSON is core/recode/describe.h, shared with the Python module.
 #pragma once
 
 #include <ostream>
@@ -7,7 +7,6 @@
 
 #include "cli/common.h"
 #include "daskcaps/recode/describe.h"
-#include "daskcaps/recode/describe_json.h"
 
 namespace daskcaps::cli {
 

@@ -44,7 +44,6 @@
 #include "daskcaps/net/net_server.h"
 #include "daskcaps/net/tls.h"
 #include "daskcaps/caps/probe.h"
-#include "daskcaps/caps/probe_file.h"
 
 namespace daskcaps::cli {
 

@@ -12,8 +12,8 @@
 # The ABI promise of a 0.x release is none between minor versions: the
 # public headers are C++ (standard containers, structs with inline members),
 # and any change to a struct changes the ABI. So the SONAME carries the
-# minor version while the major is 0 (libdaskcaps.so.0.4: 0.4.x releases
-# are ABI-compatible with each other, 0.5 will be another library), and the major
+# minor version while the major is 0 (libdaskcaps.so.0.5: 0.5.x releases
+# are ABI-compatible with each other, 0.6 will be another library), and the major
 # alone from 1.0 on. The CMake package asks the same of a requested version
 # (daskcapsConfigVersion.cmake: SameMinorVersion while 0.x).
 #

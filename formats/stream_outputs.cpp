@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/wire/internal/message_sink.h"
 #include "daskcaps/wire/frames.h"
 
 namespace daskcaps::formats {

@@ -29,8 +29,11 @@
 #include "daskcaps/base/atomic_file.h"
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/result.h"
-#include "daskcaps/wire/message_sink.h"
 #include "daskcaps/formats/message_source.h"
+
+namespace daskcaps {
+class MessageSink;  // core/wire/internal/message_sink.h
+}  // namespace daskcaps
 
 namespace daskcaps::formats {
 
@@ -70,7 +73,7 @@ class StreamOutputs {
   /// slot's file. Calls for one slot must come in order, one at a time.
   Status write(Slot slot, std::span<const Bytes> frames);
   /// Appends one message written in place: `body` writes it through a
-  /// MessageSink (core/wire/message_sink.h) at offsets from its first byte
+  /// MessageSink (core/wire/internal/message_sink.h) at offsets from its first byte
   /// and returns its size, which is where the next message goes (bytes
   /// written past it are cut). Contiguous writes are gathered, as write()
   /// gathers small ones. In order with write() for the same slot.

@@ -1,4 +1,4 @@
-#include "daskcaps/base/buffer.h"
+#include "daskcaps/base/bytes.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -3,7 +3,7 @@
 // not parse), as values with a kind, where it was found, and a text.
 //
 // DiagnosticKind is a closed list with stable lower-case hyphenated names
-// (to_string), in the manner of Errc (core/base/error.h): scripts branch on
+// (to_string), in the manner of Errc (core/base/result.h): scripts branch on
 // the kind, users read the text. The names are contract: they appear as
 // "kind" in the "diagnostics" and "problem-details" arrays of the JSON
 // documents (docs/cli.md §11.1; man/dask-caps.1
@@ -24,7 +24,7 @@
 #include <string_view>
 #include <vector>
 
-#include "daskcaps/base/error.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps {
 

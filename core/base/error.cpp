@@ -1,4 +1,4 @@
-#include "daskcaps/base/error.h"
+#include "daskcaps/base/result.h"
 
 #include <cstdio>
 

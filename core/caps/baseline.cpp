@@ -1,4 +1,4 @@
-#include "daskcaps/caps/baseline.h"
+#include "core/caps/internal/gate_steps.h"
 
 #include <openssl/evp.h>
 

@@ -31,7 +31,6 @@
 #include <string_view>
 #include <vector>
 
-#include "daskcaps/wire/compression_value.h"
 #include "daskcaps/wire/handshake.h"
 #include "daskcaps/caps/delivery.h"
 #include "daskcaps/caps/peer.h"
@@ -55,7 +54,7 @@ inline constexpr std::string_view kHandshakeIncomplete = "handshake-incomplete";
 inline constexpr std::string_view kGpuToCpu = "gpu-to-cpu";
 inline constexpr std::string_view kPackageMismatch = "package-mismatch";
 inline constexpr std::string_view kUnreachable = "unreachable";
-// A check against a baseline (core/caps/baseline.h): an endpoint the
+// A check against a baseline (core/caps/gate.h): an endpoint the
 // baseline did not have, or one it had that this check does not.
 inline constexpr std::string_view kEndpointAppeared = "endpoint-appeared";
 inline constexpr std::string_view kEndpointVanished = "endpoint-vanished";

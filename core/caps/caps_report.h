@@ -1,7 +1,7 @@
 // The check report: which pairs a check looks at, their negotiation and
 // findings, and the cluster summary (groups, outliers, degraded pairs,
 // relay paths). Pure logic over what the endpoints told us; the network
-// part is core/net/rpc.h and core/net/survey.h, the rendering is cli/render_check.
+// part is core/net/rpc.h and core/net/rpc.h, the rendering is cli/render_check.
 //
 // Which pairs:
 //   - one endpoint given: this host (its probe, or --as) against it;
@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "daskcaps/caps/caps.h"
-#include "daskcaps/base/error.h"
+#include "daskcaps/base/result.h"
 #include "daskcaps/wire/handshake.h"
 #include "daskcaps/wire/msgpack.h"
 #include "daskcaps/caps/probe.h"

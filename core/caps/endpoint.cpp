@@ -2,7 +2,7 @@
 
 #include <sys/stat.h>
 
-#include "daskcaps/caps/probe_file.h"
+#include "daskcaps/caps/probe.h"
 #include "daskcaps/net/rpc.h"
 
 namespace daskcaps {

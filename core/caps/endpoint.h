@@ -1,7 +1,7 @@
 // What a user names as an endpoint — a probe file or a live address — as a
 // Peer of core/caps/peer.h (what it gets: deliver(), core/caps/delivery.h).
 // `transcode --for` and `bridge --for` use it; `check` resolves many
-// endpoints at once with its survey (core/net/survey.h) and builds peers
+// endpoints at once with its survey (core/net/rpc.h) and builds peers
 // the same way.
 #pragma once
 
@@ -25,7 +25,7 @@ struct EndpointOptions {
 
 /// A probe file (a regular file) or a live endpoint (tcp://, tls://,
 /// host:port), queried with the handshake, identity and versions. Errors:
-/// those of read_probe_file (core/caps/probe_file.h) or of the connection
+/// those of read_probe_file (core/caps/probe.h) or of the connection
 /// (core/net/internal/socket.h).
 Result<Peer> peer_for_endpoint(const std::string& text, const EndpointOptions& options);
 

@@ -1,5 +1,7 @@
 #include "daskcaps/caps/gate.h"
 
+#include "core/caps/internal/gate_steps.h"
+
 namespace daskcaps::gate {
 
 std::optional<Severity> Gate::deciding(const report::Report& report) const {

@@ -4,8 +4,7 @@
 
 #include "core/caps/internal/json_read.h"
 #include "core/recode/internal/json_text.h"
-#include "daskcaps/caps/pair_json.h"
-#include "daskcaps/caps/probe_file.h"
+#include "daskcaps/caps/probe.h"
 #include "core/caps/internal/probe_json.h"
 
 namespace daskcaps {
@@ -20,8 +19,7 @@ OrderedJson direction_json(const DirectionPlan& plan, std::int64_t pickle_protoc
   return j;
 }
 
-}  // namespace
-
+/// One side as a Peer; `where` prefixes the JSON pointers of errors.
 Result<Peer> peer_from_document(const NegotiateSide& side, std::string default_role, std::string_view where) {
   auto parsed = json::parse(side.document);
   if (!parsed) return std::move(parsed).error().add_context(json::shown(where));
@@ -62,6 +60,8 @@ Result<Peer> peer_from_document(const NegotiateSide& side, std::string default_r
   }
   return peer;
 }
+
+}  // namespace
 
 Result<std::string> negotiate(const NegotiateSide& local, const NegotiateSide& remote,
                               const NegotiateOptions& options) {

@@ -1,13 +1,17 @@
+// A checked pair as JSON: the pair object `check --json` prints
+// (pair_json(), at the end) and negotiate(), which makes it from two
+// documents.
+//
 // negotiate(): what `check` says of two peers, for callers that hold them
 // as documents rather than as endpoints (the Python module's
 // dask_caps.negotiate(), and through it the Dask plugin): what Dask
 // negotiates between them, what it should negotiate per direction, and the
 // findings, by the rules of core/caps/caps.h (evaluate_pair), as the pair
-// object of `check --json` (core/caps/pair_json.h).
+// object of `check --json` (pair_json() below).
 //
 // A side is one of:
 //   - a probe document (an object with "schema": what `probe --json`
-//     prints, read as a probe file is, core/caps/probe_file.h): its
+//     prints, read as a probe file is, core/caps/probe.h): its
 //     handshake, capabilities, Python version and packages;
 //   - a handshake dict ({"compression": ..., "python": [3, 11, 2],
 //     "pickle-protocol": 5}, as Dask sends it, read as a probe file's
@@ -64,11 +68,38 @@ struct NegotiateOptions {
   PythonRule python_rule = PythonRule::same_minor;
 };
 
-/// One side as a Peer; `where` prefixes the JSON pointers of errors.
-Result<Peer> peer_from_document(const NegotiateSide& side, std::string default_role, std::string_view where);
-
 /// The pair object described above.
 Result<std::string> negotiate(const NegotiateSide& local, const NegotiateSide& remote,
                               const NegotiateOptions& options = {});
+
+// The JSON of one checked pair (schema dask-caps.check/1,
+// schemas/check.schema.json; keys are contract: docs/cli.md §3): what
+// Dask negotiates between two peers, what it should negotiate, and the
+// findings. `dask-caps check --json` writes one such object per pair (and
+// adds its group and baseline keys); the Python module's
+// dask_caps.negotiate() returns it for the two peers it is given.
+//
+//   {"a": "<name>", "b": "<name>",
+//    "dask": {"compression": "lz4"|null|false, "pickle-protocol": 5,
+//             ["error": "..." when Dask fails the connection: then both are null],
+//             ["scheduler-initiated": {...} when one side is a scheduler]} | null,
+//    "recommended": {"compression": "lz4"|null | {"a-to-b": ..., "b-to-a": ...},
+//                    "pickle-protocol": 5,
+//                    "layout": "cpu"|"gpu" | {"a-to-b": ..., "b-to-a": ...}},
+//    "findings": [{"severity", "code", "message", "hint", ["packages"], ["endpoint"]}]}
+//
+// "recommended" names one value when both directions agree, else one per
+// direction.
+//
+// Each function returns JSON text (compact, UTF-8; a byte of a string that
+// is not UTF-8 becomes U+FFFD), which a program parses with its own JSON
+// library: no installed header ties a program to one (docs/design.md §2).
+
+/// One finding: severity, code, message, hint, and packages / endpoint
+/// when it has them.
+std::string finding_json(const Finding& finding);
+
+/// The whole pair object above, without baseline marks.
+std::string pair_json(const std::string& a, const std::string& b, const PairReport& report);
 
 }  // namespace daskcaps

@@ -1,4 +1,4 @@
-#include "daskcaps/caps/pair_json.h"
+#include "daskcaps/caps/negotiate.h"
 
 #include <optional>
 #include <utility>
@@ -72,10 +72,6 @@ OrderedJson pair_value(const std::string& a, const std::string& b, const PairRep
 }  // namespace
 
 std::string finding_json(const Finding& finding) { return json_text(finding_value(finding)); }
-std::string negotiation_json(const DaskNegotiation& negotiation) { return json_text(negotiation_value(negotiation)); }
-std::string recommendation_json(const Recommendation& recommendation) {
-  return json_text(recommendation_value(recommendation));
-}
 std::string pair_json(const std::string& a, const std::string& b, const PairReport& report) {
   return json_text(pair_value(a, b, report));
 }

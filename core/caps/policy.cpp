@@ -1,4 +1,4 @@
-#include "daskcaps/caps/policy.h"
+#include "core/caps/internal/gate_steps.h"
 
 #include <fnmatch.h>
 #include <sys/stat.h>

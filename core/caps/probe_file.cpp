@@ -1,4 +1,4 @@
-#include "daskcaps/caps/probe_file.h"
+#include "daskcaps/caps/probe.h"
 #include "core/caps/internal/probe_json.h"
 
 #include <utility>

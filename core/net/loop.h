@@ -1,6 +1,6 @@
 // The event loop of the network layer: one epoll instance, one thread,
 // shared by `serve` (core/net/net_server.h), the `--workers` survey
-// (core/net/survey.h) and `bridge`.
+// (core/net/rpc.h) and `bridge`.
 //
 // Contract
 //   - Everything but Loop::Remote and request_stop() is called on the loop's

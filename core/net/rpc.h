@@ -3,8 +3,8 @@
 // `versions`, closes politely, and returns what the endpoint said (its
 // handshake and replies), the round trip and the link's TCP_INFO. One call,
 // one deadline. The session that does the talking, without I/O, is
-// core/net/internal/rpc_session.h (the concurrent survey, core/net/survey.h,
-// shares it).
+// core/net/internal/rpc_session.h (the concurrent survey, survey() at the
+// end, shares it).
 //
 // Errors (Errc::protocol unless said otherwise), each naming what happened:
 //   - bytes that are not a Dask message (bad prelude, frame 0 not msgpack)
@@ -18,20 +18,22 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "daskcaps/base/bytes.h"
-#include "daskcaps/wire/handshake.h"
 #include "daskcaps/base/limits.h"
-#include "daskcaps/wire/msgpack.h"
+#include "daskcaps/base/result.h"
 #include "daskcaps/net/address.h"
 #include "daskcaps/net/link_figures.h"
 #include "daskcaps/net/tls.h"
-#include "daskcaps/base/result.h"
+#include "daskcaps/wire/handshake.h"
+#include "daskcaps/wire/msgpack.h"
 
 namespace daskcaps::rpc {
 
@@ -50,9 +52,6 @@ struct Reply {
   /// "no handler for op \"versions\"" / the error text, for reports.
   std::string describe(std::string_view op) const;
 };
-
-/// Classifies a decoded reply (docs/protocol.md §7.2, §7.5).
-Reply parse_reply(const msgpack::Value& frame0);
 
 /// What a live endpoint told us.
 struct Exchange {
@@ -95,7 +94,36 @@ struct QueryResult {
 /// deadline: it returns within options.timeout whatever the peer does.
 Result<QueryResult> query_endpoint(const net::Address& address, const QueryOptions& options);
 
-/// "2 s", "0.5 s", "150 ms" for messages.
-std::string duration_text(std::chrono::milliseconds d);
-
 }  // namespace daskcaps::rpc
+
+// The concurrent survey: the same conversation with many endpoints at once
+// (a scheduler's thousands of workers), from one thread.
+//
+// Every endpoint is a Connection (core/net/internal/connection.h) on one event loop
+// of its own (core/net/loop.h): at most max_in_flight are open at a time
+// (also capped by the process's file descriptor limit), each has its own
+// deadline (per_endpoint_timeout) and all of them share one total deadline;
+// an endpoint not yet started when the total deadline passes fails with
+// Errc::timeout without being contacted. Each connection goes connect ->
+// TLS handshake (tls://) -> the session of query_endpoint
+// (core/net/internal/rpc_session.h), so a survey result is exactly what
+// query_endpoint would give, and the same distinct errors (refused,
+// timeout at a named stage, TLS, protocol) come back per endpoint. Host
+// names are resolved once per name, on the resolver threads
+// (resolve_async): a slow name never holds up the other endpoints.
+
+namespace daskcaps::survey {
+
+struct SurveyOptions {
+  rpc::SessionOptions session;
+  std::chrono::milliseconds per_endpoint_timeout{10'000};
+  std::chrono::milliseconds total_timeout{60'000};
+  std::size_t max_in_flight = 256;
+  const net::TlsClientContext* tls = nullptr;  // required for tls:// addresses
+};
+
+/// Queries every address; the results are in the order of `addresses`.
+std::vector<Result<rpc::QueryResult>> survey(std::span<const net::Address> addresses,
+                                             const SurveyOptions& options);
+
+}  // namespace daskcaps::survey

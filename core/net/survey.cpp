@@ -1,4 +1,4 @@
-#include "daskcaps/net/survey.h"
+#include "daskcaps/net/rpc.h"
 
 #include <sys/resource.h>
 

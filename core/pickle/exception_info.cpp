@@ -1,4 +1,4 @@
-#include "daskcaps/pickle/exception_info.h"
+#include "daskcaps/pickle/pickle.h"
 
 #include <cstdio>
 #include <unordered_set>

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "core/recode/detail/describe_parts.h"
 #include "core/wire/internal/window_codec.h"
 #include "daskcaps/pickle/pickle.h"
 #include "core/recode/internal/error_pickles.h"

@@ -26,12 +26,14 @@
 #include <string>
 #include <vector>
 
+#include "daskcaps/base/bytes.h"
 #include "daskcaps/base/diagnostic.h"
-#include "daskcaps/wire/handshake.h"
 #include "daskcaps/base/limits.h"
-#include "daskcaps/wire/message.h"
 #include "daskcaps/base/result.h"
-#include "daskcaps/pickle/exception_info.h"
+#include "daskcaps/pickle/pickle.h"
+#include "daskcaps/wire/handshake.h"
+#include "daskcaps/wire/message.h"
+#include "daskcaps/wire/msgpack.h"
 
 namespace daskcaps {
 
@@ -85,7 +87,7 @@ struct ObjectReport {
 
 /// One exception or traceback of Dask's error messages
 /// (core/recode/internal/error_pickles.h), read from its pickle without executing it
-/// (core/pickle/exception_info.h).
+/// (core/pickle/pickle.h).
 struct ErrorReport {
   std::string path;                         // where frame 0 holds it ("exception", "[0]['traceback']")
   std::string part;                         // "exception" or "traceback"
@@ -135,13 +137,44 @@ struct DescribeOptions {
 /// object: its problems are recorded instead.
 MessageReport describe_message(const Message& message, const DescribeOptions& options = {});
 
-/// The exceptions and tracebacks of Dask's error dicts in a message
-/// (describe_message() fills MessageReport::errors with it).
-std::vector<ErrorReport> describe_errors(const Message& message, const DescribeOptions& options = {});
+// The inspect document's JSON (schema dask-caps.inspect/1,
+// schemas/inspect.schema.json; keys are contract: docs/cli.md §4) for
+// what describe_message() reports, and the JSON form of msgpack values and
+// diagnostics that the other documents embed. `dask-caps inspect --json`
+// and the Python module's dask_caps.inspect() print these same objects.
+//
+// msgpack values as JSON: str, int, float, bool, nil, arrays and maps map
+// directly; map keys that are not strings, bin/ext values and non-finite
+// floats become their Python-like repr (msgpack::repr).
+//
+// Each function returns JSON text (compact, UTF-8; a byte of a string that
+// is not UTF-8 becomes U+FFFD), which a program parses with its own JSON
+// library: no installed header ties a program to one (docs/design.md §2).
 
-/// Layout of a numpy dask-family sub-header ("sub-header" of a header whose
-/// type is numpy.ndarray) or a CuPy CAI; nullopt when it is neither.
-std::optional<ArrayLayout> numpy_layout(const msgpack::Value& sub_header);
-std::optional<ArrayLayout> cupy_layout(const msgpack::Value& cai);
+/// A msgpack value as JSON (see above).
+std::string msgpack_to_json(const msgpack::Value& v);
+
+/// Diagnostics as the JSON array of "diagnostics" and "problem-details":
+/// [{"kind": "bytes-lost", "offset": 1234 | null, "message": "..."}].
+std::string diagnostics_json(const std::vector<Diagnostic>& diagnostics);
+
+/// A handshake as received: exactly its keys and values (its raw map).
+std::string received_handshake_json(const Handshake& h);
+
+/// One entry of the document's "messages": index, offset, wire-bytes,
+/// frames, op, handshake, objects (each with its frames, pickles, array
+/// layout and problems), loose-frames. Where the message sits in a capture
+/// (connection, direction, timestamp) is the command's to add in front.
+std::string message_report_json(const MessageReport& report);
+
+/// One message given as its frames (frame 0 first, no prelude: what Dask's
+/// dumps() returns), described as `inspect --json` describes message 0 of a
+/// raw stream that holds it alone: offsets count from the start of that
+/// stream (its prelude first), wire-bytes include the prelude. Errors: the
+/// frames are no message the stream could hold (check_frames(): none, or
+/// past the limits), or it does not parse (parse_message()'s errors,
+/// offsets as above); problems inside an object are not errors, they are
+/// in its "problems".
+Result<std::string> inspect_message_json(std::vector<Bytes> frames, const DescribeOptions& options = {});
 
 }  // namespace daskcaps

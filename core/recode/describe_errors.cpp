@@ -2,7 +2,7 @@
 // of Dask's error messages, for `inspect`.
 #include <algorithm>
 
-#include "daskcaps/pickle/exception_info.h"
+#include "core/recode/detail/describe_parts.h"
 #include "daskcaps/pickle/pickle.h"
 #include "daskcaps/recode/describe.h"
 #include "core/wire/internal/serialized.h"

@@ -1,4 +1,4 @@
-#include "daskcaps/recode/describe_json.h"
+#include "daskcaps/recode/describe.h"
 
 #include <cmath>
 #include <utility>

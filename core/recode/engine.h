@@ -49,12 +49,12 @@
 #include <vector>
 
 #include "daskcaps/base/bytes.h"
-#include "daskcaps/base/page_buffer.h"
 #include "daskcaps/base/result.h"
 #include "daskcaps/recode/transcode.h"
-#include "daskcaps/wire/message_sink.h"
 
 namespace daskcaps {
+
+class MessageSink;  // core/wire/internal/message_sink.h: where a message is written in place
 
 struct EngineOptions {
   /// Worker threads; 0: one per core.

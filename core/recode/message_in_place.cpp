@@ -4,6 +4,7 @@
 // frame. The frames made of pieces, for the pickles that inline their
 // buffers, are core/recode/detail/inline_frame.h; one frame at a time is
 // core/recode/internal/stream_recode.cpp.
+#include "core/wire/internal/message_layout.h"
 #include "core/recode/internal/stream_recode.h"
 
 #include <algorithm>

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/wire/internal/message_layout.h"
 #include "core/recode/detail/object_recoder.h"
 #include "core/recode/internal/error_pickles.h"
 #include "daskcaps/wire/handshake.h"

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <limits>
 
-#include "daskcaps/base/byte_reader.h"
+#include "core/base/internal/byte_reader.h"
 #include "core/wire/detail/codec_bounds.h"
 #include "core/wire/detail/codec_contexts.h"
 #include "core/wire/internal/frame_encoder.h"

@@ -1,4 +1,4 @@
-#include "daskcaps/wire/compression_value.h"
+#include "daskcaps/wire/handshake.h"
 
 namespace daskcaps {
 

@@ -2,7 +2,7 @@
 
 #include "core/wire/internal/frame_decoder.h"
 
-#include "daskcaps/base/byte_writer.h"
+#include "core/base/internal/byte_writer.h"
 
 namespace daskcaps {
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/wire/internal/message_layout.h"
 #include "daskcaps/wire/frames.h"
 
 namespace daskcaps {

@@ -11,11 +11,9 @@
 // ranges; parse_message() checks exactly that and reports any frame that no
 // placeholder claims.
 //
-// assemble_message() is the inverse: it lays the objects out again in their
-// order, rewrites the placeholder indices in frame 0 when frame counts
-// changed, sets every sub-header's "num-sub-frames", and re-encodes frame 0
-// and the sub-headers with the msgpack encoder that writes Python's bytes.
-// Parsing then assembling a message Dask wrote gives Dask's bytes back.
+// The recoders lay a parsed message out again as wire frames
+// (core/wire/internal/message_layout.h); a program gets those frames from
+// transcode_message() (daskcaps/recode/transcode.h).
 #pragma once
 
 #include <cstdint>
@@ -28,7 +26,6 @@
 
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/limits.h"
-#include "daskcaps/base/page_buffer.h"
 #include "daskcaps/wire/msgpack.h"
 #include "daskcaps/wire/raw_message.h"
 #include "daskcaps/base/result.h"
@@ -97,22 +94,6 @@ Result<Message> parse_message(RawMessage raw, const Limits& limits = {},
 /// The same for frames in memory (RawMessage::of(frames)).
 Result<Message> parse_message(std::vector<Bytes> frames, const Limits& limits = {},
                               std::span<const std::uint64_t> frame_offsets = {});
-
-/// Every placeholder of a decoded frame 0, in the order parse_message()
-/// meets them: its kind and k, the index of its sub-header frame (not yet
-/// checked against any message's frame count).
-std::vector<std::pair<Placeholder, std::uint64_t>> placeholder_frames(const msgpack::Value& root);
-
-/// Lays the message out as wire frames again (frame 0 first); see above.
-/// Loose frames are kept after the objects' frames, in their order. With
-/// `root_unchanged` (the caller did not modify `root`) and no placeholder
-/// moved, frame 0 is the original frame, not encoded again.
-Result<std::vector<Bytes>> assemble_message(const Message& message, bool root_unchanged = false);
-
-/// The sub-header frame of `obj` as assemble_message() writes it (its
-/// "num-sub-frames" set to its frame count).
-Bytes encode_sub_header(const SubObject& obj);
-
 
 /// Reads every stored frame into memory (RawMessage::load_stored_frames)
 /// and gives each object its frames' bytes; the message is then like one

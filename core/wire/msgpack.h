@@ -45,8 +45,6 @@
 #include <utility>
 #include <vector>
 
-#include "daskcaps/base/byte_reader.h"
-#include "daskcaps/base/byte_writer.h"
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/limits.h"
 #include "daskcaps/base/result.h"
@@ -355,15 +353,13 @@ inline MapRef Value::as_map() {
   return MapRef(this);
 }
 
-/// Decodes exactly one value from the reader (consuming it). Errors carry the
-/// absolute offset of the offending byte.
-Result<Value> decode(ByteReader& reader, const Limits& limits = {});
 /// Decodes one value that must span the whole buffer; trailing bytes are an
 /// error (Errc::bad_value), as in Python's msgpack.loads.
 Result<Value> decode_all(ByteSpan bytes, const Limits& limits = {}, std::uint64_t base = 0);
 
-/// Appends the encoding of `value` (smallest forms, as Python writes).
-void encode(const Value& value, ByteWriter& out);
+/// The encoding of `value` (smallest forms, as Python writes). The decoder
+/// and encoder that work on a reader or a writer the caller holds (the
+/// layers' own parsers) are in core/wire/internal/msgpack_stream.h.
 Buffer encode(const Value& value);
 
 /// A Python-like rendering for reports: {'op': 'echo', 'data': b'...'}.

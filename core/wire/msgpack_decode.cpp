@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "core/wire/detail/msgpack_arena.h"
-#include "daskcaps/wire/msgpack.h"
+#include "core/wire/internal/msgpack_stream.h"
 #include "daskcaps/base/option_name.h"
 
 namespace daskcaps::msgpack {

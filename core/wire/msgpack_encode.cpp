@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "core/wire/detail/msgpack_arena.h"
-#include "daskcaps/wire/msgpack.h"
+#include "core/wire/internal/msgpack_stream.h"
 
 namespace daskcaps::msgpack {
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "core/wire/internal/frame_store.h"
+#include "core/base/internal/page_buffer.h"
 #include "daskcaps/wire/frames.h"
 
 namespace daskcaps {

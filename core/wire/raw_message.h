@@ -8,7 +8,7 @@
 //   in memory  its bytes, usually a slice of the buffer the message was read
 //              into (`storage` when that buffer is the message's own);
 //   stored     left in the file it came from: only its size is here, and the
-//              message's FrameStore (core/wire/frame_store.h) reads it, in
+//              message's FrameStore (core/wire/internal/frame_store.h) reads it, in
 //              pieces (frame_input) or whole (load_frame, load_stored_frames).
 // Frame 0 and sub-header frames are always in memory: a reader stores only
 // frames that nothing parses (formats/internal/raw_stream.h).
@@ -20,12 +20,14 @@
 #include <vector>
 
 #include "daskcaps/base/bytes.h"
-#include "daskcaps/base/page_buffer.h"
 #include "daskcaps/base/result.h"
-#include "daskcaps/wire/frame_input.h"
-#include "daskcaps/wire/frame_store.h"
 
 namespace daskcaps {
+
+// What a message holds of these the layers use, not a program:
+class PageBuffer;   // core/base/internal/page_buffer.h
+class FrameStore;   // core/wire/internal/frame_store.h
+class FrameInput;   // core/wire/internal/frame_input.h
 
 /// One frame of a message: in memory, or stored (see above).
 class WireFrame {

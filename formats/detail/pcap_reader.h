@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "daskcaps/base/buffer.h"
-#include "daskcaps/base/byte_reader.h"
+#include "daskcaps/base/bytes.h"
+#include "core/base/internal/byte_reader.h"
 #include "daskcaps/base/diagnostic.h"
 #include "daskcaps/base/result.h"
 #include "formats/internal/pcap.h"

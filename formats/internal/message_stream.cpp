@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "daskcaps/base/byte_reader.h"
+#include "core/base/internal/byte_reader.h"
 
 namespace daskcaps::formats {
 

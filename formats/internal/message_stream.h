@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "daskcaps/base/bytes.h"
-#include "daskcaps/base/page_buffer.h"
+#include "core/base/internal/page_buffer.h"
 #include "core/wire/internal/assembler.h"
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/raw_message.h"

@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "daskcaps/base/byte_reader.h"
+#include "core/base/internal/byte_reader.h"
 
 namespace daskcaps::formats::pcap {
 

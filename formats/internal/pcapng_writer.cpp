@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "daskcaps/base/byte_writer.h"
+#include "core/base/internal/byte_writer.h"
 
 namespace daskcaps::formats {
 

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <functional>
 
+#include "core/wire/internal/message_layout.h"
+#include "core/wire/internal/frame_store.h"
 #include "daskcaps/wire/message.h"
 #include "daskcaps/wire/msgpack.h"
 

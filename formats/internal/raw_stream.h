@@ -18,7 +18,7 @@
 // length table is in, it reads frame 0 and every sub-header that frame 0's
 // placeholders name (with pread), and leaves the other frames in the file,
 // to be read in pieces through the message's FrameStore
-// (core/wire/frame_store.h); then it goes on after the message's end. Such
+// (core/wire/internal/frame_store.h); then it goes on after the message's end. Such
 // a message costs its head, not its size. The file must not change while
 // its frames are wanted; one that has become shorter is Errc::io when read.
 #pragma once

@@ -55,7 +55,7 @@ std::uint8_t* BytesRoom::room(std::size_t size, std::size_t kept) {
   }
   auto* data = reinterpret_cast<std::uint8_t*>(PyBytes_AS_STRING(bytes_));
   // A large output is written from start to end: one page fault per 2 MiB
-  // (core/base/buffer.h).
+  // (core/base/bytes.h).
   if (size >= kHugeRoomBytes) advise_huge_pages(data, size);
   return data;
 }

@@ -1,4 +1,4 @@
-// dask_caps.Error: the core's errors (core/base/error.h) as one Python
+// dask_caps.Error: the core's errors (core/base/result.h) as one Python
 // exception class. str(e) is the error's one-line message as the command
 // prints it after "dask-caps: <subject>: " (with its context and byte
 // offset); e.kind is the Errc name ("codec_failed", "truncated", ...);
@@ -7,7 +7,7 @@
 
 #include <pybind11/pybind11.h>
 
-#include "daskcaps/base/error.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps::python {
 

@@ -7,7 +7,7 @@
 //   compress()    compress_into (core/wire/codec.h)    (Dask's frame formats)
 //   decompress()  decompress_into
 //   recode()      check_frames + recode_message (core/recode/engine.h) (`transcode`, per message)
-//   inspect()     inspect_message_json (core/recode/describe_json.h) (`inspect --json`)
+//   inspect()     inspect_message_json (core/recode/describe.h) (`inspect --json`)
 //   LinkChooser   the codec per connection (core/caps/link_choice.h; python/src/link_chooser.h)
 //   read_capabilities(), read_peer(), capabilities()
 //                 the "capabilities" key (core/wire/handshake.h; python/src/capabilities.h)
@@ -30,8 +30,7 @@
 #include "daskcaps/base/limits.h"
 #include "daskcaps/caps/negotiate.h"
 #include "daskcaps/caps/probe.h"
-#include "daskcaps/caps/probe_file.h"
-#include "daskcaps/recode/describe_json.h"
+#include "daskcaps/recode/describe.h"
 #include "daskcaps/recode/engine.h"
 #include "daskcaps/recode/transcode.h"
 #include "daskcaps/wire/codec.h"

@@ -3,7 +3,7 @@
 
 #include <doctest/doctest.h>
 
-#include "daskcaps/base/byte_writer.h"
+#include "core/base/internal/byte_writer.h"
 
 #include "support/dask_builder.h"
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "core/wire/internal/frame_store.h"
 #include "daskcaps/wire/message.h"
 #include "support/dask_builder.h"
 

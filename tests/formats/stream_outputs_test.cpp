@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "core/wire/internal/message_sink.h"
 #include "daskcaps/wire/frames.h"
 #include "support/dask_builder.h"
 #include "support/test_bytes.h"

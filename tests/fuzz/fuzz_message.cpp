@@ -21,6 +21,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/wire/internal/message_layout.h"
 #include "daskcaps/recode/describe.h"
 #include "daskcaps/wire/frames.h"
 #include "core/wire/internal/frame_decoder.h"

@@ -16,8 +16,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "daskcaps/base/byte_reader.h"
-#include "daskcaps/wire/msgpack.h"
+#include "core/wire/internal/msgpack_stream.h"
 #include "fuzz_common.h"
 
 using namespace daskcaps;

@@ -1,6 +1,6 @@
 // fuzz_pickle: the pickle engine (core/pickle/pickle.h): reader (symbolic
-// evaluation), disassembler, class references, the exception reader
-// (core/pickle/exception_info.h), and the writer for every protocol
+// evaluation), disassembler, class references, the exception reader, and
+// the writer for every protocol
 // (read -> write -> read).
 //
 // Input: byte 0 picks the recode: target protocol (byte0 % 6), how many
@@ -34,7 +34,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "daskcaps/pickle/exception_info.h"
 #include "daskcaps/pickle/pickle.h"
 #include "core/pickle/detail/pickle_vm.h"
 #include "fuzz_common.h"

@@ -1,4 +1,4 @@
-// fuzz_probe_file: probe files (core/caps/probe_file.h), the JSON that
+// fuzz_probe_file: probe files (core/caps/probe.h), the JSON that
 // `probe --json` prints and every command accepts in place of an endpoint,
 // often written by hand.
 //
@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "daskcaps/caps/probe_file.h"
+#include "daskcaps/caps/probe.h"
 #include "fuzz_common.h"
 
 using namespace daskcaps;

@@ -30,6 +30,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/wire/internal/frame_store.h"
 #include "core/recode/internal/stream_recode.h"
 #include "daskcaps/recode/transcode.h"
 #include "daskcaps/wire/frames.h"

@@ -14,7 +14,10 @@ include/daskcaps/:
     nothing else compiles with only the prefix's include/ on the path,
     under -std=c++20 -Wall -Wextra -Wpedantic -Werror, as a program built
     on the package would compile it.
-The umbrella header daskcaps/daskcaps.h includes every public header.
+The umbrella header daskcaps/daskcaps.h includes every public header, and
+the public headers are exactly those of docs/design.md's table (after its
+"public-headers" marker), so that the installed API changes only with its
+documentation.
 """
 import concurrent.futures
 import os
@@ -22,12 +25,32 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from installed import CXX, Install, fail, run, skip_if_sanitized, source_headers  # noqa: E402
+from installed import CXX, SOURCE, Install, fail, run, skip_if_sanitized, source_headers  # noqa: E402
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 # What no installed header shows (docs/design.md §2).
 THREADS_AND_LOCKS = {"thread", "mutex", "shared_mutex", "condition_variable", "atomic"}
 FLAGS = ["-std=c++20", "-fsyntax-only", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-x", "c++", "-"]
+
+
+def documented_headers():
+    """The first column of docs/design.md's table of public headers."""
+    path = os.path.join(SOURCE, "docs", "design.md")
+    with open(path) as f:
+        text = f.read()
+    start = text.find("<!-- public-headers")
+    if start < 0:
+        fail("%s: no \"<!-- public-headers\" marker before the table of public headers" % path)
+    rows = []
+    for line in text[start:].splitlines()[1:]:
+        if not line.startswith("|"):
+            break
+        m = re.match(r"\|\s*`([\w/]+\.h)`\s*\|", line)
+        if m:
+            rows.append("daskcaps/" + m.group(1))
+    if not rows:
+        fail("%s: the table of public headers has no rows" % path)
+    return rows
 
 
 def main():
@@ -65,6 +88,13 @@ def main():
             problems.append("%s: a public header that is not installed" % missing)
         for extra in sorted(installed - expected):
             problems.append("%s: installed, but no public header of the source tree" % extra)
+        documented = documented_headers()
+        for dup in sorted(set(h for h in documented if documented.count(h) > 1)):
+            problems.append("docs/design.md: %s is listed twice in the table of public headers" % dup)
+        for missing in sorted(set(source_headers()) - set(documented)):
+            problems.append("%s: a public header that docs/design.md's table does not list" % missing)
+        for extra in sorted(set(documented) - set(source_headers())):
+            problems.append("%s: listed in docs/design.md's table, but no public header" % extra)
         with open(os.path.join(root, "daskcaps.h")) as f:
             umbrella = set(name for _, name in INCLUDE.findall(f.read()))
         for missing in sorted(expected - umbrella - {"daskcaps/daskcaps.h"}):

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "daskcaps/caps/caps_report.h"
-#include "daskcaps/caps/probe_file.h"
+#include "daskcaps/caps/probe.h"
 
 namespace gatetest {
 

@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "daskcaps/base/buffer.h"
+#include "daskcaps/base/bytes.h"
 #include "daskcaps/net/loop.h"
 
 #if defined(__SANITIZE_ADDRESS__)

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "daskcaps/base/byte_writer.h"
+#include "core/base/internal/byte_writer.h"
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/msgpack.h"

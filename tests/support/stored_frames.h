@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "daskcaps/wire/frame_store.h"
+#include "core/wire/internal/frame_store.h"
 #include "daskcaps/wire/message.h"
 
 namespace testsupport {

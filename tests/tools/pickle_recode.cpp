@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "daskcaps/base/byte_reader.h"
-#include "daskcaps/base/byte_writer.h"
+#include "core/base/internal/byte_reader.h"
+#include "core/base/internal/byte_writer.h"
 #include "daskcaps/pickle/pickle.h"
 
 using namespace daskcaps;

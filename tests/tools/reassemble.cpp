@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/wire/internal/message_layout.h"
 #include "daskcaps/wire/frames.h"
 #include "daskcaps/wire/message.h"
 #include "core/wire/internal/serialized.h"

@@ -15,7 +15,6 @@
 #include <string_view>
 #include <vector>
 
-#include "daskcaps/base/error.h"
 #include "daskcaps/base/result.h"
 
 namespace daskcaps::json {

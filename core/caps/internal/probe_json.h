@@ -1,8 +1,8 @@
-// Probe documents as JSON values (daskcaps/caps/probe_file.h gives programs
+// Probe documents as JSON values (daskcaps/caps/probe.h gives programs
 // the text): the whole document and its parts, written and read back, for
 // the layers' own documents that embed them (check's endpoints and pairs,
 // baselines, negotiate). Errors of the readers: Errc::bad_value with the
-// JSON pointer of the value (daskcaps/caps/probe_file.h lists them).
+// JSON pointer of the value (daskcaps/caps/probe.h lists them).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -10,7 +10,6 @@
 
 #include "daskcaps/base/result.h"
 #include "daskcaps/caps/probe.h"
-#include "daskcaps/caps/probe_file.h"
 
 namespace daskcaps {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "daskcaps/base/error.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps::net::detail {
 

@@ -3,7 +3,7 @@
 //
 // ClientSession is sans-I/O: it owns the bytes to send and consumes the bytes
 // received, so the blocking driver (run_session over a net::Transport, or a
-// scripted one in tests) and the concurrent survey (core/net/survey.h) share it.
+// scripted one in tests) and the concurrent survey (core/net/rpc.h) share it.
 // Everything we send is ready at once, because every Dask release serves
 // pipelined requests in order (docs/protocol.md §2.1, §7.2):
 //
@@ -25,6 +25,7 @@
 //
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -42,6 +43,12 @@
 #include "daskcaps/wire/msgpack.h"
 
 namespace daskcaps::rpc {
+
+/// Classifies a decoded reply (docs/protocol.md §7.2, §7.5).
+Reply parse_reply(const msgpack::Value& frame0);
+
+/// "2 s", "0.5 s", "150 ms" for messages.
+std::string duration_text(std::chrono::milliseconds d);
 
 /// A whole message with one msgpack frame (prelude with the full L).
 Buffer encode_msgpack_message(const msgpack::Value& frame0);

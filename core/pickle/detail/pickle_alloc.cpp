@@ -51,7 +51,7 @@ void* allocate_large(std::size_t bytes) {
   }
   void* p = std::aligned_alloc(kHugePage, rounded);
   if (p == nullptr) throw std::bad_alloc();
-  advise_huge_pages(p, rounded);  // core/base/buffer.h
+  advise_huge_pages(p, rounded);  // core/base/bytes.h
   return p;
 }
 

@@ -16,7 +16,7 @@
 
 namespace daskcaps::pickle::detail {
 
-// Huge pages are advised by advise_huge_pages() (core/base/buffer.h), which
+// Huge pages are advised by advise_huge_pages() (core/base/bytes.h), which
 // advises the whole pages that hold a range: advising only the 2 MiB blocks
 // inside a Buffer's mapping once split it into kernel areas of two kinds,
 // which mremap() refuses, and its next growth threw std::bad_alloc.

@@ -39,7 +39,7 @@
 #include <span>
 #include <string_view>
 
-#include "daskcaps/base/byte_reader.h"
+#include "core/base/internal/byte_reader.h"
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/result.h"
 #include "daskcaps/pickle/pickle.h"

@@ -30,9 +30,8 @@
 #include <vector>
 
 #include "daskcaps/base/bytes.h"
-#include "daskcaps/base/error.h"
-#include "daskcaps/base/limits.h"
 #include "daskcaps/base/result.h"
+#include "daskcaps/base/limits.h"
 #include "core/pickle/detail/pickle_alloc.h"
 #include "core/pickle/detail/pickle_ops.h"
 #include "core/pickle/detail/pickle_vm.h"

@@ -27,7 +27,7 @@
 #include <string>
 
 #include "daskcaps/base/bytes.h"
-#include "daskcaps/base/error.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps::pickle {
 

@@ -89,7 +89,7 @@ class DecodedBlocks {
   }
 
  private:
-  // A mapping of its own, as Buffer's large blocks (core/base/buffer.h), so
+  // A mapping of its own, as Buffer's large blocks (core/base/bytes.h), so
   // that malloc's own thresholds are left as they are; malloc's under
   // AddressSanitizer, which then sees every access.
 #if defined(__SANITIZE_ADDRESS__)

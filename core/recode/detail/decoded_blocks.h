@@ -10,7 +10,7 @@
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/limits.h"
 #include "daskcaps/base/result.h"
-#include "daskcaps/wire/compression_value.h"
+#include "daskcaps/wire/handshake.h"
 
 namespace daskcaps::detail {
 

@@ -13,12 +13,11 @@
 #include <optional>
 #include <vector>
 
-#include "daskcaps/base/buffer.h"
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/result.h"
 #include "daskcaps/recode/transcode.h"
 #include "daskcaps/wire/codec.h"
-#include "daskcaps/wire/frame_input.h"
+#include "core/wire/internal/frame_input.h"
 
 namespace daskcaps::detail {
 

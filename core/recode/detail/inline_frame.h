@@ -21,7 +21,7 @@
 #include "core/recode/internal/stream_recode.h"
 #include "daskcaps/recode/transcode.h"
 #include "daskcaps/wire/codec.h"
-#include "daskcaps/wire/compression_value.h"
+#include "daskcaps/wire/handshake.h"
 #include "daskcaps/wire/message.h"
 #include "daskcaps/wire/msgpack.h"
 #include "core/wire/internal/window_codec.h"

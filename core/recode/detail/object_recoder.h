@@ -18,14 +18,13 @@
 #include <vector>
 
 #include "core/recode/internal/error_pickles.h"
-#include "daskcaps/base/buffer.h"
 #include "daskcaps/base/bytes.h"
-#include "daskcaps/base/page_buffer.h"
+#include "core/base/internal/page_buffer.h"
 #include "daskcaps/base/result.h"
 #include "daskcaps/pickle/pickle.h"
 #include "daskcaps/recode/transcode.h"
 #include "daskcaps/wire/codec.h"
-#include "daskcaps/wire/compression_value.h"
+#include "daskcaps/wire/handshake.h"
 #include "daskcaps/wire/message.h"
 #include "daskcaps/wire/msgpack.h"
 

@@ -16,7 +16,7 @@
 #include "daskcaps/pickle/pickle.h"
 #include "daskcaps/recode/transcode.h"
 #include "daskcaps/wire/codec.h"
-#include "daskcaps/wire/compression_value.h"
+#include "daskcaps/wire/handshake.h"
 #include "daskcaps/wire/message.h"
 #include "daskcaps/wire/msgpack.h"
 

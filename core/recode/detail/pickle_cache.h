@@ -10,7 +10,6 @@
 #include <string>
 #include <unordered_map>
 
-#include "daskcaps/base/buffer.h"
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/limits.h"
 #include "daskcaps/pickle/pickle.h"

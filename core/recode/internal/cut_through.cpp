@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/wire/internal/message_layout.h"
 #include "core/recode/detail/object_transcoder.h"
 #include "core/recode/internal/frame_codec.h"
 #include "daskcaps/wire/frames.h"

@@ -1,6 +1,6 @@
 #include "core/recode/internal/gpu_layout.h"
 
-#include "daskcaps/wire/compression_value.h"
+#include "daskcaps/wire/handshake.h"
 #include "core/wire/internal/serialized.h"
 #include "core/wire/internal/serialized_tree.h"
 

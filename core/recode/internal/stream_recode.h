@@ -3,7 +3,7 @@
 // message; core/recode/internal/cut_through.h the bridge's case of the same idea).
 //
 // One frame. recode_frame() turns one wire frame, read through a
-// FrameInput (in memory, or in a file: core/wire/frame_store.h), into the
+// FrameInput (in memory, or in a file: core/wire/internal/frame_store.h), into the
 // frame transcode_message() writes for it, to a FrameSink, without ever
 // holding the frame decoded: it is decoded in windows
 // (core/wire/internal/window_codec.h) that go straight to an encoder
@@ -64,11 +64,11 @@
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/result.h"
 #include "daskcaps/recode/transcode.h"
-#include "daskcaps/wire/compression_value.h"
+#include "daskcaps/wire/handshake.h"
 #include "core/wire/internal/frame_encoder.h"
-#include "daskcaps/wire/frame_input.h"
+#include "core/wire/internal/frame_input.h"
 #include "daskcaps/wire/message.h"
-#include "daskcaps/wire/message_sink.h"
+#include "core/wire/internal/message_sink.h"
 
 namespace daskcaps {
 

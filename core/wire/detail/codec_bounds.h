@@ -29,7 +29,7 @@
 #include <string_view>
 
 #include "daskcaps/base/bytes.h"
-#include "daskcaps/base/error.h"
+#include "daskcaps/base/result.h"
 #include "daskcaps/wire/codec.h"
 
 namespace daskcaps::detail {

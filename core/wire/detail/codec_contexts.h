@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "daskcaps/base/error.h"
+#include "daskcaps/base/result.h"
 
 namespace daskcaps::detail {
 

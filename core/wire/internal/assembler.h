@@ -26,7 +26,7 @@
 //     is left in it, can be given back (release_idle()), so an idle stream
 //     holds no buffer.
 //   - A message that does not fit gets its own PageBuffer
-//     (core/base/page_buffer.h) as soon as its prelude says how large it is:
+//     (core/base/internal/page_buffer.h) as soon as its prelude says how large it is:
 //     the bytes already in the chunk are moved there once, and buffer() then
 //     offers exactly the rest of that message, so the caller reads it in
 //     place and never past its end. The buffer grows with what actually
@@ -65,7 +65,7 @@
 #include "core/wire/internal/frame_decoder.h"
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/limits.h"
-#include "daskcaps/base/page_buffer.h"
+#include "core/base/internal/page_buffer.h"
 #include "daskcaps/base/result.h"
 #include "daskcaps/wire/raw_message.h"
 

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "daskcaps/base/byte_reader.h"
+#include "core/base/internal/byte_reader.h"
 #include "daskcaps/base/option_name.h"
 
 namespace daskcaps {

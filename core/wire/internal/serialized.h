@@ -19,7 +19,7 @@
 
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/wire/codec.h"
-#include "daskcaps/wire/compression_value.h"
+#include "daskcaps/wire/handshake.h"
 #include "daskcaps/base/limits.h"
 #include "daskcaps/wire/message.h"
 #include "daskcaps/base/result.h"

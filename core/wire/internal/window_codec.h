@@ -3,7 +3,7 @@
 // The frame formats are those of core/wire/codec.h.
 //
 // Decoding. decode_in_windows() reads a frame through a FrameInput
-// (core/wire/frame_input.h) in pieces of Options::input_bytes and hands
+// (core/wire/internal/frame_input.h) in pieces of Options::input_bytes and hands
 // its output to a callback in windows of at most Options::window_bytes, in
 // order; it returns the decoded size. It decodes what decompress() decodes
 // with the same max_output, to the same bytes, and refuses what it refuses
@@ -50,7 +50,7 @@
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/result.h"
 #include "daskcaps/wire/codec.h"
-#include "daskcaps/wire/frame_input.h"
+#include "core/wire/internal/frame_input.h"
 
 namespace daskcaps {
 

@@ -1,4 +1,4 @@
-#include "daskcaps/base/buffer.h"
+#include "daskcaps/base/bytes.h"
 
 #include <doctest/doctest.h>
 #include <sys/mman.h>
@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "daskcaps/base/bytes.h"
 #include "support/net_support.h"
 
 using namespace daskcaps;

@@ -1,4 +1,4 @@
-#include "daskcaps/base/byte_reader.h"
+#include "core/base/internal/byte_reader.h"
 
 #include <doctest/doctest.h>
 

@@ -1,10 +1,9 @@
-#include "daskcaps/caps/baseline.h"
+#include "core/caps/internal/gate_steps.h"
 
 #include <doctest/doctest.h>
 
 #include <set>
 
-#include "daskcaps/caps/policy.h"
 #include "support/gate_reports.h"
 
 using namespace daskcaps;

@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include "core/caps/internal/gate_steps.h"
 #include "support/gate_reports.h"
 
 using namespace daskcaps;

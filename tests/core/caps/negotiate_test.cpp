@@ -6,8 +6,7 @@
 #include <sstream>
 #include <string>
 
-#include "daskcaps/caps/pair_json.h"
-#include "daskcaps/caps/probe_file.h"
+#include "daskcaps/caps/probe.h"
 #include "core/caps/internal/probe_json.h"
 
 using namespace daskcaps;

@@ -1,4 +1,4 @@
-#include "daskcaps/caps/probe_file.h"
+#include "daskcaps/caps/probe.h"
 
 #include <doctest/doctest.h>
 #include <unistd.h>

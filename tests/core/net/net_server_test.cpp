@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "daskcaps/caps/caps.h"
+#include "core/base/internal/byte_writer.h"
 #include "support/dask_builder.h"
 #include "core/net/internal/rpc_session.h"
 #include "core/net/internal/server_session.h"

@@ -14,7 +14,6 @@
 #include "daskcaps/caps/caps.h"
 #include "daskcaps/net/net_server.h"
 #include "daskcaps/net/rpc.h"
-#include "daskcaps/net/survey.h"
 #include "support/dask_builder.h"
 #include "support/net_support.h"
 #include "core/net/internal/rpc_session.h"

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "daskcaps/wire/frames.h"
+#include "core/base/internal/byte_writer.h"
 #include "support/dask_builder.h"
 #include "support/prefixes.h"
 #include "support/scripted_transport.h"

@@ -1,8 +1,7 @@
-#include "daskcaps/pickle/exception_info.h"
+#include "daskcaps/pickle/pickle.h"
 
 #include <doctest/doctest.h>
 
-#include "daskcaps/pickle/pickle.h"
 #include "core/pickle/detail/pickle_ops.h"
 #include "support/error_pickles.h"
 #include "support/pickle_builder.h"

@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include "core/recode/detail/describe_parts.h"
 #include "daskcaps/pickle/pickle.h"
 #include "daskcaps/wire/codec.h"
 #include "daskcaps/wire/frames.h"

@@ -2,7 +2,6 @@
 
 #include <doctest/doctest.h>
 
-#include "daskcaps/pickle/exception_info.h"
 #include "daskcaps/pickle/pickle.h"
 #include "daskcaps/recode/transcode.h"
 #include "support/dask_builder.h"

@@ -7,7 +7,7 @@
 #include <random>
 #include <set>
 
-#include "daskcaps/base/byte_writer.h"
+#include "core/base/internal/byte_writer.h"
 #include "daskcaps/wire/frames.h"
 #include "support/dask_builder.h"
 

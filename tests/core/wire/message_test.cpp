@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include "core/wire/internal/message_layout.h"
 #include "support/dask_builder.h"
 
 using namespace daskcaps;

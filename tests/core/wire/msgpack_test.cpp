@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/wire/internal/msgpack_stream.h"
 #include "support/prefixes.h"
 
 using namespace daskcaps;

@@ -1,16 +1,9 @@
-#include "daskcaps/base/byte_reader.h"
+#include "core/base/internal/byte_reader.h"
 
 #include <bit>
-#include <cstdio>
 #include <cstring>
 
 namespace daskcaps {
-
-std::string hex_offset(std::uint64_t offset) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(offset));
-  return buf;
-}
 
 Error ByteReader::short_read(std::uint64_t wanted) const {
   return error(Errc::truncated, "needed " + std::to_string(wanted) + " bytes, " +

@@ -1,6 +1,6 @@
 // FrameInput: the bytes of one wire frame, read in pieces, wherever they
 // are: in memory (a frame of a message read whole), or still in the file a
-// large message was not read from (core/wire/frame_store.h). The decoders
+// large message was not read from (core/wire/internal/frame_store.h). The decoders
 // and encoders that work in windows (core/wire/internal/window_codec.h) and the
 // streaming recoder (core/recode/internal/stream_recode.h) read frames through it,
 // so that their memory follows the piece, not the frame.

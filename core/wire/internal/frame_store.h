@@ -16,7 +16,7 @@
 
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/result.h"
-#include "daskcaps/wire/frame_input.h"
+#include "core/wire/internal/frame_input.h"
 
 namespace daskcaps {
 

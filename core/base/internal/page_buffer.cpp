@@ -1,4 +1,4 @@
-#include "daskcaps/base/page_buffer.h"
+#include "core/base/internal/page_buffer.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
