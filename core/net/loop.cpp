@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "core/net/detail/sys.h"
+#include "core/net/internal/clock.h"
 
 namespace daskcaps::net {
 

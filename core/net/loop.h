@@ -46,6 +46,7 @@
 // epoll_wait itself fails.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -55,20 +56,24 @@
 #include <vector>
 
 #include "daskcaps/base/result.h"
-#include "daskcaps/net/clock.h"
 
 namespace daskcaps::net {
 
 /// A one-shot timer of a Loop; false when unset. Plain data: copying it
 /// does not copy the timer.
 struct Timer {
-  Clock::time_point at{};
+  std::chrono::steady_clock::time_point at{};
   std::uint64_t id = 0;
   explicit operator bool() const { return id != 0; }
 };
 
 class Loop {
  public:
+  /// Timers run on the steady clock, as every deadline of the network
+  /// layer (core/net/internal/clock.h): a step of the wall clock never
+  /// fires or delays one.
+  using Clock = std::chrono::steady_clock;
+
   /// Interest and readiness bits.
   static constexpr std::uint32_t kReadable = 1;
   static constexpr std::uint32_t kWritable = 2;

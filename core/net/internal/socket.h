@@ -36,7 +36,7 @@
 #include "daskcaps/base/bytes.h"
 #include "daskcaps/base/result.h"
 #include "daskcaps/net/address.h"
-#include "daskcaps/net/clock.h"
+#include "core/net/internal/clock.h"
 
 namespace daskcaps::net {
 

@@ -1,5 +1,6 @@
 // The one clock of the network layer: deadlines for the blocking calls
-// (core/net/internal/socket.h), timers of the event loop (core/net/loop.h).
+// (core/net/internal/socket.h), timers of the event loop (core/net/loop.h,
+// whose Loop::Clock is the same clock).
 //
 // Everything is steady_clock: a wall-clock step never fires or delays a
 // timeout.
