@@ -5,7 +5,7 @@
 //   [--as PROBE] [--tls-ca-file F --tls-cert F --tls-key F]
 //
 // Wires options into core: probe files are read (core/caps/probe.h), live
-// endpoints queried (core/net/rpc.h; --workers surveys with core/net/rpc.h), the
+// endpoints queried (core/net/rpc.h: query_endpoint(), and survey() for --workers), the
 // report built (core/caps/caps_report.h), judged by the policy and compared with
 // the baseline (core/caps/gate.h), and rendered (cli/render_check.h,
 // cli/render_sarif.h).

@@ -1,7 +1,7 @@
 // The check report: which pairs a check looks at, their negotiation and
 // findings, and the cluster summary (groups, outliers, degraded pairs,
 // relay paths). Pure logic over what the endpoints told us; the network
-// part is core/net/rpc.h and core/net/rpc.h, the rendering is cli/render_check.
+// part is core/net/rpc.h (query_endpoint(), survey()), the rendering is cli/render_check.
 //
 // Which pairs:
 //   - one endpoint given: this host (its probe, or --as) against it;
